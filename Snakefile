@@ -1,0 +1,22 @@
+# nmtbench: pre-trained BERT models in NMT, reproduced on equal terms.
+# The embedded default (config/config.yaml) runs on the generated toy world; see README.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/decode.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

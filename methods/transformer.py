@@ -1,0 +1,302 @@
+"""The Transformer baseline (Vaswani et al. 2017) as fairseq's `transformer` architecture builds it.
+
+Every BERT-into-NMT paper compares against this model, so it follows fairseq's choices: sinusoidal
+positions added to embeddings scaled by sqrt(d), post-norm residual blocks (pre-norm optional, as
+fairseq's `--encoder-normalize-before`; then a final LayerNorm closes each stack), dropout after
+each sub-layer and on the embeddings, ReLU FFN, separate source and target embeddings, the decoder's
+output projection tied to its input embedding (no bias), label-smoothed cross-entropy.
+
+Details the papers and fairseq leave to us, and what we chose:
+- positions count from 0 (fairseq offsets them by padding_idx + 1; for a model trained from scratch
+  only the difference between positions matters);
+- sequences longer than `max_positions` are an error rather than silently wrapped;
+- the decoder's position during incremental decoding is the length of its self-attention cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nmtbench.errors import InputError
+from nmtbench.losses import label_smoothed_nll
+from nmtbench.method import Batch, Method, Vocab
+
+
+@dataclass
+class TransformerConfig:
+    d_model: int = 512
+    ffn_dim: int = 2048
+    n_heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    dropout: float = 0.1  # on embeddings and every sub-layer's output
+    attention_dropout: float = 0.0  # on attention weights (fairseq default 0)
+    activation_dropout: float = 0.0  # inside the FFN, after ReLU (fairseq default 0)
+    pre_norm: bool = False
+    max_positions: int = 1024
+    label_smoothing: float = 0.1
+
+
+# fairseq's named architectures, plus the deep-encoder variants of Weng et al. (`001`).
+SIZES: dict[str, TransformerConfig] = {
+    "tiny": TransformerConfig(d_model=256, ffn_dim=512, n_heads=4, encoder_layers=3,
+                              decoder_layers=3, dropout=0.1),
+    "iwslt": TransformerConfig(d_model=512, ffn_dim=1024, n_heads=4, dropout=0.3),
+    "base": TransformerConfig(d_model=512, ffn_dim=2048, n_heads=8, dropout=0.1),
+    "big": TransformerConfig(d_model=1024, ffn_dim=4096, n_heads=16, dropout=0.3),
+    "deep12": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, encoder_layers=12,
+                                dropout=0.1),
+    "deep20": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, encoder_layers=20,
+                                dropout=0.1, pre_norm=True),
+}
+
+
+def sinusoids(n: int, d: int) -> torch.Tensor:
+    """fairseq's sinusoidal table (n, d): sines in the first half of the channels, cosines in
+    the second (not interleaved as in Vaswani et al.)."""
+    half = d // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000.0) / (half - 1)))
+    angle = torch.arange(n, dtype=torch.float)[:, None] * freq[None, :]  # (n, half)
+    table = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)  # (n, 2 * half)
+    return F.pad(table, (0, d - 2 * half))  # (n, d); a zero channel when d is odd
+
+
+class MultiheadAttention(nn.Module):
+    """Attention with separate q/k/v/out projections, so keys/values can be projected once and
+    cached: `kv` projects the memory, `forward` attends a query over given keys/values."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
+        self.n_heads = n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        return x.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)
+
+    def kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values (B, H, S, Dh) of the memory (B, S, D)."""
+        return self._split(self.k_proj(memory)), self._split(self.v_proj(memory))
+
+    def forward(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        """x (B, T, D) attends over k, v (B, H, S, Dh); mask (B, 1, 1, S) is True where allowed."""
+        B, T, D = x.shape
+        q = self._split(self.q_proj(x))  # (B, H, T, Dh)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal,
+            dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, Dh)
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.drop = nn.Dropout(activation_dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.drop(F.relu(self.fc1(x))))
+
+
+class Block(nn.Module):
+    """Residual plumbing shared by both layer types: post-norm LN(x + f(x)) or pre-norm
+    x + f(LN(x)); `_in` gives f its input, `_out` closes the residual."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.pre_norm = cfg.pre_norm
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def _in(self, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+        return norm(x) if self.pre_norm else x
+
+    def _out(self, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+        return x if self.pre_norm else norm(x)
+
+
+class EncoderLayer(Block):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__(cfg)
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn_norm = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.ffn_norm = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """x (B, S, D); src_mask (B, 1, 1, S) True at real tokens."""
+        h = self._in(self.self_attn_norm, x)
+        x = self._out(self.self_attn_norm,
+                      x + self.drop(self.self_attn(h, *self.self_attn.kv(h), mask=src_mask)))
+        h = self._in(self.ffn_norm, x)
+        return self._out(self.ffn_norm, x + self.drop(self.ffn(h)))  # (B, S, D)
+
+
+class DecoderLayer(Block):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__(cfg)
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn_norm = nn.LayerNorm(cfg.d_model)
+        self.cross_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn_norm = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.ffn_norm = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x: torch.Tensor, cross_k: torch.Tensor, cross_v: torch.Tensor,
+                src_mask: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x (B, T, D); cross_k/v (B, H, S, Dh) from the encoder output; src_mask (B, 1, 1, S).
+
+        Without `cache` this is the full (training) pass: causal self-attention over x. With
+        `cache` = (k, v) (B, H, t, Dh) of the t earlier positions, x holds the next position(s)
+        and attends over cache + itself. Returns x and the extended self-attention (k, v).
+        """
+        h = self._in(self.self_attn_norm, x)
+        k, v = self.self_attn.kv(h)  # (B, H, T, Dh)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        x = self._out(self.self_attn_norm,
+                      x + self.drop(self.self_attn(h, k, v, causal=cache is None)))
+        h = self._in(self.cross_attn_norm, x)
+        x = self._out(self.cross_attn_norm,
+                      x + self.drop(self.cross_attn(h, cross_k, cross_v, mask=src_mask)))
+        h = self._in(self.ffn_norm, x)
+        return self._out(self.ffn_norm, x + self.drop(self.ffn(h))), (k, v)  # (B, T, D)
+
+
+class Transformer(Method):
+    """Encoder-decoder Transformer; decoded by `nmtbench.decoding.beam_search`.
+
+    Incremental-decoding state (a flat dict of tensors whose first dim is the batch, so
+    `reorder_state` is one `index_select` per entry):
+      "src_mask" (B, S) True at real source tokens;
+      "cross_k{i}", "cross_v{i}" (B, H, S, Dh) decoder layer i's projected encoder output;
+      "self_k{i}", "self_v{i}" (B, H, t, Dh) layer i's self-attention cache of the t fed tokens,
+      whose length t is also the position of the next token.
+    """
+
+    decoding = "beam"
+
+    def __init__(self, cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab):
+        super().__init__()
+        self.cfg = cfg
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.max_positions = cfg.max_positions  # beam_search caps output length by it
+        self.embed_scale = math.sqrt(cfg.d_model)
+        self.src_embed = nn.Embedding(src_vocab.size, cfg.d_model, padding_idx=src_vocab.pad)
+        self.tgt_embed = nn.Embedding(tgt_vocab.size, cfg.d_model, padding_idx=tgt_vocab.pad)
+        self.register_buffer("positions", sinusoids(cfg.max_positions, cfg.d_model),
+                             persistent=False)  # (P, D), derived, so not saved
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # pre-norm stacks end un-normalised, so fairseq adds a final LayerNorm to each
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        """fairseq's initialisation: xavier-uniform linears, q/k/v with gain 1/sqrt(2) as in
+        fairseq's MultiheadAttention; N(0, d^-0.5) embeddings with a zero pad row. We zero every
+        bias (fairseq leaves q/k/v biases at PyTorch's default uniform init)."""
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, MultiheadAttention):  # `apply` visits it after its projections
+            for proj in (module.q_proj, module.k_proj, module.v_proj):
+                nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=module.embedding_dim ** -0.5)
+            nn.init.zeros_(module.weight[module.padding_idx])
+
+    @classmethod
+    def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: dict[str, str] | None = None) -> Transformer:
+        """`cfg["size"]` (default "base") picks a SIZES entry; any TransformerConfig field in cfg
+        overrides it; other keys (trainer settings) are ignored. The baseline uses no
+        pre-trained checkpoint, so `pretrained` is ignored."""
+        size = cfg.get("size", "base")
+        if size not in SIZES:
+            raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
+        names = {f.name for f in fields(TransformerConfig)}
+        return cls(replace(SIZES[size], **{k: v for k, v in cfg.items() if k in names}),
+                   src_vocab, tgt_vocab)
+
+    @classmethod
+    def config_keys(cls) -> set[str]:
+        """The experiment-config keys `build` reads (`nmtbench.config` rejects unknown keys)."""
+        return {"size"} | {f.name for f in fields(TransformerConfig)}
+
+    def _embed(self, embed: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Scaled token embeddings plus positions start.. of ids (B, T) -> (B, T, D)."""
+        end = start + ids.size(1)
+        if end > self.max_positions:
+            raise ValueError(f"sequence of {end} positions exceeds max_positions "
+                             f"{self.max_positions}")
+        return self.drop(self.embed_scale * embed(ids) + self.positions[start:end])
+
+    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) -> encoder output (B, S, D) and the key mask (B, 1, 1, S)."""
+        src_mask = (src != self.src_vocab.pad)[:, None, None, :]  # (B, 1, 1, S)
+        x = self._embed(self.src_embed, src)  # (B, S, D)
+        for layer in self.encoder:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x), src_mask
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Decoder states (B, T, D) -> logits (B, T, V) through the tied target embedding."""
+        return F.linear(self.decoder_norm(x), self.tgt_embed.weight)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) (teacher forcing)."""
+        memory, src_mask = self._encode(src)  # (B, S, D)
+        x = self._embed(self.tgt_embed, tgt_in)  # (B, T, D)
+        for layer in self.decoder:
+            x, _ = layer(x, *layer.cross_attn.kv(memory), src_mask)
+        return self._logits(x)  # (B, T, V)
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        logits = self(batch.src, batch.tgt_in)  # (B, T, V)
+        lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
+        target = batch.tgt_out.flatten()  # (B*T,)
+        loss_sum, nll_sum = label_smoothed_nll(lprobs, target, self.cfg.label_smoothing,
+                                               self.tgt_vocab.pad)
+        ntokens = int((target != self.tgt_vocab.pad).sum())
+        loss = loss_sum / ntokens
+        return loss, {"loss": loss.item(), "nll": nll_sum.item() / ntokens, "ntokens": ntokens}
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        memory, src_mask = self._encode(src)  # (B, S, D)
+        state = {"src_mask": src_mask[:, 0, 0, :]}  # (B, S)
+        for i, layer in enumerate(self.decoder):
+            k, v = layer.cross_attn.kv(memory)  # (B, H, S, Dh)
+            state[f"cross_k{i}"], state[f"cross_v{i}"] = k, v
+            # empty caches (B, H, 0, Dh) in the projections' dtype (bf16 under autocast)
+            state[f"self_k{i}"], state[f"self_v{i}"] = k[:, :, :0], v[:, :, :0]
+        return state
+
+    def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        pos = state["self_k0"].size(2)  # tokens fed so far = position of this one
+        src_mask = state["src_mask"][:, None, None, :]  # (B, 1, 1, S)
+        x = self._embed(self.tgt_embed, tokens[:, None], start=pos)  # (B, 1, D)
+        for i, layer in enumerate(self.decoder):
+            cache = (state[f"self_k{i}"], state[f"self_v{i}"])
+            x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(
+                x, state[f"cross_k{i}"], state[f"cross_v{i}"], src_mask, cache)
+        return F.log_softmax(self._logits(x)[:, 0].float(), dim=-1)  # (B, V)
+
+    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+        return {k: v.index_select(0, index) for k, v in state.items()}

@@ -1,0 +1,3 @@
+from nmtbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""Parallel corpora: strict reading, encoding with HF tokenizers, and token-based batching."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from nmtbench.errors import InputError
+from nmtbench.method import Batch
+
+log = logging.getLogger(__name__)
+
+
+def read_lines(path: str | Path, allow_empty: bool = True) -> list[str]:
+    """Read a UTF-8 text file as lines; bad bytes (or empty lines, if not allowed) name the line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text = line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte "
+                             f"{err.start})") from None
+        if not allow_empty and not text.strip():
+            raise InputError(f"{path}:{number}: empty line in a parallel corpus")
+        out.append(text)
+    return out
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+    """Read a sentence-aligned pair of files; they must have equal, non-empty lines."""
+    src = read_lines(src_path, allow_empty=False)
+    tgt = read_lines(tgt_path, allow_empty=False)
+    if len(src) != len(tgt):
+        raise InputError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
+                         "parallel files must be line-aligned")
+    return src, tgt
+
+
+@dataclass
+class ParallelData:
+    """Encoded sentence pairs: source [CLS] x [SEP], target [CLS] y [SEP]."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+    src_pad: int
+    tgt_pad: int
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @classmethod
+    def load(cls, src_path: str | Path, tgt_path: str | Path, src_tok: PreTrainedTokenizerBase,
+             tgt_tok: PreTrainedTokenizerBase, max_positions: int | None = None,
+             limit: int | None = None) -> ParallelData:
+        """Read, encode and (fairseq practice) drop pairs longer than max_positions, logged."""
+        src_lines, tgt_lines = read_parallel(src_path, tgt_path)
+        if limit is not None:
+            src_lines, tgt_lines = src_lines[:limit], tgt_lines[:limit]
+        src = src_tok(src_lines, add_special_tokens=True)["input_ids"]
+        tgt = tgt_tok(tgt_lines, add_special_tokens=True)["input_ids"]
+        if max_positions is not None:
+            keep = [i for i in range(len(src))
+                    if len(src[i]) <= max_positions and len(tgt[i]) <= max_positions]
+            if len(keep) < len(src):
+                log.warning("%s: dropped %d of %d pairs longer than %d tokens", src_path,
+                            len(src) - len(keep), len(src), max_positions)
+            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        return cls(src, tgt, src_tok.pad_token_id, tgt_tok.pad_token_id)
+
+    def batches(self, max_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
+        """Group examples of similar length so that no batch exceeds max_tokens (padded).
+
+        As fairseq does: sort by (target, source) length, fill batches greedily, then shuffle
+        the batch order with a generator seeded per epoch, so that a resumed run sees the
+        same batches in the same order.
+        """
+        order = sorted(range(len(self)), key=lambda i: (len(self.tgt[i]), len(self.src[i]), i))
+        batches, current, longest = [], [], 0
+        for i in order:
+            length = max(len(self.src[i]), len(self.tgt[i]))
+            if current and max(longest, length) * (len(current) + 1) > max_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, length)
+        if current:
+            batches.append(current)
+        if shuffle_seed is not None:
+            generator = torch.Generator().manual_seed(shuffle_seed)
+            batches = [batches[j] for j in torch.randperm(len(batches), generator=generator)]
+        return batches
+
+    def collate(self, indices: list[int]) -> Batch:
+        """Pad a batch; the target is split into decoder input ([CLS] y) and output (y [SEP])."""
+        tgt = [self.tgt[i] for i in indices]
+        return Batch(src=_pad([self.src[i] for i in indices], self.src_pad),
+                     tgt_in=_pad([t[:-1] for t in tgt], self.tgt_pad),
+                     tgt_out=_pad([t[1:] for t in tgt], self.tgt_pad),
+                     ids=torch.tensor(indices))
+
+
+def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        out[row, : len(seq)] = torch.tensor(seq)
+    return out

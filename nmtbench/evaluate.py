@@ -1,0 +1,54 @@
+"""Score one run's hypotheses and write its metrics.json (BLEU both ways, params, timings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sacremoses import MosesDetokenizer
+
+from nmtbench.data import read_lines
+from nmtbench.errors import InputError
+from nmtbench.fileio import write_json
+from nmtbench.metrics import bleu
+
+
+def detokenize(lines: list[str], lang: str) -> list[str]:
+    detok = MosesDetokenizer(lang=lang)
+    return [detok.detokenize(line.split()) for line in lines]
+
+
+def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path: str | Path,
+                 out_path: str | Path, *, lowercase: bool, detok_lang: str,
+                 raw_ref_path: str | Path | None = None) -> dict[str, Any]:
+    """Tokenized BLEU against the tokenized reference; sacreBLEU on detokenized text.
+
+    The hypotheses are word-level tokenized text (the target tokenizer's words); sacreBLEU
+    sees them Moses-detokenized, and sees the raw reference when the dataset has one, else the
+    detokenized tokenized reference.
+    """
+    run_dir = Path(run_dir)
+    hyps = read_lines(hyp_path)
+    refs = read_lines(ref_path)
+    if len(hyps) != len(refs):
+        raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
+    raw_refs = read_lines(raw_ref_path) if raw_ref_path else detokenize(refs, detok_lang)
+    scores = bleu(hyps, refs, detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    decode_path = Path(hyp_path).with_name(f"decode.{split}.json")
+    config = json.loads((run_dir / "config.json").read_text())
+    metrics = {
+        "dataset": run_dir.parent.parent.name,
+        "experiment": run_dir.parent.name,
+        "seed": int(run_dir.name.removeprefix("seed")),
+        "method": config["experiment"]["method"],
+        "split": split,
+        "bleu": scores,
+        "params": summary["params"],
+        "train": {k: summary[k] for k in ("seconds", "steps", "epochs", "device",
+                                          "best_valid_loss", "train_pairs")},
+        "decode": json.loads(decode_path.read_text()) if decode_path.exists() else {},
+    }
+    write_json(out_path, metrics)
+    return metrics

@@ -1,0 +1,99 @@
+"""BLEU, always two ways: the papers' tokenized form and sacreBLEU with its signature.
+
+The papers report Moses `multi-bleu.perl` on their own tokenization, which is not comparable
+across groups; sacreBLEU on detokenized text is. Both come from the `sacrebleu` library so no
+BLEU is computed by hand here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU
+from sacremoses import MosesDetokenizer
+
+from nmtbench.errors import InputError
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Read a UTF-8 file as lines split on "\\n" only, so line numbers match `wc -l` and `sed`.
+
+    `str.splitlines` would also split on \\r, \\x0b, \\u2028 ... and silently misalign a parallel
+    corpus; here only the newline ends a line and everything else stays in the text.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    if not data:
+        return []
+    chunks = data.split(b"\n")
+    if chunks[-1] == b"":
+        chunks.pop()
+    lines = []
+    for number, chunk in enumerate(chunks, start=1):
+        try:
+            lines.append(chunk.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise InputError(
+                f"{path}: line {number}: not valid UTF-8 (byte {err.start + 1} of the line)"
+            ) from None
+    return lines
+
+
+def bleu(
+    hyps_tok: list[str],
+    refs_tok: list[str],
+    hyps_detok: list[str],
+    refs_detok: list[str],
+    lowercase: bool,
+) -> dict:
+    """Score one corpus both ways, so every reported number has its comparable twin.
+
+    `tokenized` equals `multi-bleu.perl [-lc]` on the tokenized text: whitespace split, no
+    smoothing (a zero n-gram precision gives 0). `sacrebleu` is the standard 13a-tokenized score
+    on the detokenized text, reported with its signature.
+    """
+    sizes = {len(hyps_tok), len(refs_tok), len(hyps_detok), len(refs_detok)}
+    if len(sizes) != 1:
+        raise ValueError(
+            "bleu needs equally many lines: "
+            f"hyps_tok={len(hyps_tok)} refs_tok={len(refs_tok)} "
+            f"hyps_detok={len(hyps_detok)} refs_detok={len(refs_detok)}"
+        )
+    standard = BLEU(lowercase=lowercase)
+    standard_score = standard.corpus_score(hyps_detok, [refs_detok])
+    multi_bleu = BLEU(tokenize="none", smooth_method="none", lowercase=lowercase, force=True)
+    tokenized_score = multi_bleu.corpus_score(hyps_tok, [refs_tok])
+    return {
+        "sacrebleu": standard_score.score,
+        "signature": str(standard.get_signature()),
+        "tokenized": tokenized_score.score,
+        "tokenized_signature": str(multi_bleu.get_signature()),
+    }
+
+
+def score_files(
+    hyp: str | os.PathLike,
+    ref: str | os.PathLike,
+    lowercase: bool = False,
+    detok_lang: str | None = None,
+) -> dict:
+    """Score a hypothesis file against a reference file (`python -m nmtbench score`).
+
+    Tokenized BLEU uses the files as given. sacreBLEU needs detokenized text, so users whose
+    files are tokenized pass `detok_lang` to Moses-detokenize both sides first.
+    """
+    hyps = read_lines(hyp)
+    refs = read_lines(ref)
+    if len(hyps) != len(refs):
+        raise InputError(
+            f"{hyp} has {len(hyps)} lines but {ref} has {len(refs)} lines; "
+            "hypothesis and reference must be line-parallel"
+        )
+    if detok_lang is None:
+        hyps_detok, refs_detok = hyps, refs
+    else:
+        detok = MosesDetokenizer(lang=detok_lang)
+        hyps_detok = [detok.detokenize(line.split()) for line in hyps]
+        refs_detok = [detok.detokenize(line.split()) for line in refs]
+    return bleu(hyps, refs, hyps_detok, refs_detok, lowercase)

@@ -1,0 +1,251 @@
+"""The shared training loop: every method trains through here.
+
+fairseq's recipe, kept small: token-based batches, Adam (0.9, 0.98) with an inverse-square-root
+schedule after linear warm-up, gradient clipping, validation loss every epoch, `last`/`best`/
+per-epoch checkpoints, bf16 autocast on CUDA. A restarted run resumes from `checkpoints/last.pt`
+(model, optimizer, schedule, RNG, position inside the epoch), so on CPU a resumed run ends with
+exactly the weights of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from methods import get_method
+from nmtbench import checkpoints
+from nmtbench.data import ParallelData
+from nmtbench.errors import InputError
+from nmtbench.fileio import write_json, write_lines
+from nmtbench.method import Method
+from nmtbench.tokenization import load_tokenizer, vocab_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Trainer settings; an experiment's config may override any of them."""
+
+    seed: int = 1
+    max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
+    lr: float = 5e-4
+    warmup_updates: int = 4000
+    warmup_init_lr: float = 1e-7
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # 0 disables clipping (fairseq's default)
+    max_epochs: int = 50
+    max_updates: int = 0  # 0: no limit
+    patience: int = 0  # stop after this many epochs without a better valid loss; 0: never
+    save_interval_updates: int = 200  # how often `last.pt` is refreshed inside an epoch
+    keep_last_epochs: int = 10  # per-epoch checkpoints kept for averaging
+    max_positions: int = 256
+    train_pairs: int | None = None  # use only the first N training pairs (data-size studies)
+    log_interval: int = 50
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in cfg.items() if k in known}
+        if "adam_betas" in values:
+            values["adam_betas"] = tuple(values["adam_betas"])
+        return cls(**values)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device {name!r} requested but CUDA is not available")
+    return torch.device(name)
+
+
+def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up from warmup_init_lr to lr, then lr * sqrt(warmup / step) (fairseq)."""
+    if step < cfg.warmup_updates:
+        return cfg.warmup_init_lr + (cfg.lr - cfg.warmup_init_lr) * step / cfg.warmup_updates
+    return cfg.lr * math.sqrt(cfg.warmup_updates / max(step, 1))
+
+
+class Trainer:
+    def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: dict[str, str],
+                 device: str = "auto"):
+        self.run_dir = Path(run_dir)
+        self.ckpt_dir = self.run_dir / "checkpoints"
+        self.log_path = self.run_dir / "train_log.jsonl"
+        self.cfg = cfg
+        self.paths = paths
+        self.tc = TrainConfig.from_dict(cfg)
+        self.device = resolve_device(device)
+        self.src_tok = load_tokenizer(paths["src_tokenizer"])
+        self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+        self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,
+                                            self.tgt_tok, self.tc.max_positions,
+                                            limit=self.tc.train_pairs)
+        self.valid_data = ParallelData.load(paths["valid_src"], paths["valid_tgt"], self.src_tok,
+                                            self.tgt_tok, self.tc.max_positions)
+        torch.manual_seed(self.tc.seed)
+        method = get_method(cfg["method"])
+        self.model: Method = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
+                                          cfg.get("pretrained")).to(self.device)
+        self.optimizer = torch.optim.Adam(list(self.model.trainable_parameters()), lr=self.tc.lr,
+                                          betas=self.tc.adam_betas, eps=self.tc.adam_eps,
+                                          weight_decay=self.tc.weight_decay)
+        self.step, self.epoch, self.offset = 0, 1, 0  # offset: batches done in current epoch
+        self.best_valid = math.inf
+        self.epochs_without_improvement = 0
+        self.seconds = 0.0
+
+    # --- checkpoint state --------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "step": self.step, "epoch": self.epoch, "offset": self.offset,
+                "best_valid": self.best_valid, "seconds": self.seconds,
+                "epochs_without_improvement": self.epochs_without_improvement,
+                "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                "config": json.dumps(self.cfg, sort_keys=True)}
+
+    def _resume(self) -> None:
+        state = checkpoints.load(self.ckpt_dir / "last.pt")
+        if state["config"] != json.dumps(self.cfg, sort_keys=True):
+            raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
+                             "delete the run directory to start over")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        for key in ("step", "epoch", "offset", "best_valid", "seconds",
+                    "epochs_without_improvement"):
+            setattr(self, key, state[key])
+        torch.set_rng_state(state["rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self._truncate_log()
+        self._log({"event": "resume", "message": f"resumed from step {self.step}"})
+        log.info("resumed from step %d (epoch %d)", self.step, self.epoch)
+
+    def _truncate_log(self) -> None:
+        """Drop log lines of steps after the checkpoint: they are about to be replayed."""
+        if not self.log_path.exists():
+            return
+        kept = [line for line in self.log_path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= self.step]
+        write_lines(self.log_path, kept)
+
+    def _log(self, record: dict[str, Any]) -> None:
+        with self.log_path.open("a") as f:
+            f.write(json.dumps({"step": self.step, "epoch": self.epoch, **record}) + "\n")
+
+    # --- training ----------------------------------------------------------------------------
+    def _autocast(self):
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+
+    def _train_step(self, indices: list[int]) -> dict[str, float]:
+        self.model.train()
+        batch = self.train_data.collate(indices).to(self.device)
+        lr = inverse_sqrt_lr(self.step + 1, self.tc)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with self._autocast():
+            loss, parts = self.model.loss(batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss.item()} at step {self.step + 1}; the last "
+                                     f"good checkpoint is {self.ckpt_dir / 'last.pt'}")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
+        self.optimizer.step()
+        self.step += 1
+        return {**{k: float(v) for k, v in parts.items()}, "lr": lr,
+                "grad_norm": float(grad_norm)}
+
+    @torch.no_grad()
+    def validate(self) -> float:
+        """Mean per-token loss on the validation set (label-smoothed, like fairseq's)."""
+        self.model.eval()
+        total, tokens = 0.0, 0
+        for indices in self.valid_data.batches(self.tc.max_tokens):
+            batch = self.valid_data.collate(indices).to(self.device)
+            with self._autocast():
+                loss, parts = self.model.loss(batch)
+            n = int(parts["ntokens"])
+            total += float(loss) * n
+            tokens += n
+        return total / max(tokens, 1)
+
+    def _end_epoch(self) -> bool:
+        """Validate, save checkpoints; return True when training should stop."""
+        valid = self.validate()
+        improved = valid < self.best_valid
+        if improved:
+            self.best_valid = valid
+            self.epochs_without_improvement = 0
+        else:
+            self.epochs_without_improvement += 1
+        self._log({"event": "valid", "valid_loss": valid, "best_valid_loss": self.best_valid,
+                   "seconds": round(self.seconds, 2)})
+        finished_epoch = self.epoch
+        self.epoch, self.offset = self.epoch + 1, 0
+        state = self._state()
+        checkpoints.save(self.ckpt_dir / f"epoch{finished_epoch}.pt", state)
+        for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[: -self.tc.keep_last_epochs]:
+            old.unlink()
+        if improved:
+            checkpoints.save(self.ckpt_dir / "best.pt", state)
+        checkpoints.save(self.ckpt_dir / "last.pt", state)
+        return (finished_epoch >= self.tc.max_epochs
+                or (self.tc.max_updates and self.step >= self.tc.max_updates)
+                or (self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
+
+    def run(self) -> dict[str, Any]:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with (self.run_dir / ".train.lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InputError(f"{self.run_dir} is being trained by another process") from None
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
+        write_json(self.run_dir / "config.json", {"experiment": self.cfg, "paths": self.paths})
+        if (self.ckpt_dir / "last.pt").exists():
+            self._resume()
+        done = self.epoch > self.tc.max_epochs or bool(
+            self.tc.max_updates and self.step >= self.tc.max_updates)
+        epoch_batches = len(self.train_data.batches(self.tc.max_tokens))
+        total = self.tc.max_updates or self.tc.max_epochs * epoch_batches
+        with tqdm(total=total, initial=self.step, desc=f"train {self.run_dir}", unit="step",
+                  mininterval=5, disable=None) as bar:
+            while not done:
+                batches = self.train_data.batches(self.tc.max_tokens, self.tc.seed + self.epoch)
+                for indices in batches[self.offset:]:
+                    start = time.perf_counter()
+                    record = self._train_step(indices)
+                    self.offset += 1
+                    self.seconds += time.perf_counter() - start
+                    bar.update(1)
+                    if self.step % self.tc.log_interval == 0:
+                        self._log({"event": "train", **record})
+                        bar.set_postfix(loss=f"{record['loss']:.3f}", epoch=self.epoch)
+                    if self.step % self.tc.save_interval_updates == 0:
+                        checkpoints.save(self.ckpt_dir / "last.pt", self._state())
+                    if self.tc.max_updates and self.step >= self.tc.max_updates:
+                        break
+                done = self._end_epoch()
+        summary = {"steps": self.step, "epochs": self.epoch - 1, "seconds": round(self.seconds, 2),
+                   "best_valid_loss": self.best_valid, "device": self.device.type,
+                   "params": self.model.num_params(), "train_pairs": len(self.train_data)}
+        write_json(self.run_dir / "train_summary.json", summary)
+        return summary

@@ -1,0 +1,89 @@
+"""Translate a file with a trained run: load its checkpoint(s), decode in batches, write text."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from methods import get_method
+from nmtbench import checkpoints
+from nmtbench.data import read_lines
+from nmtbench.decoding import beam_search
+from nmtbench.errors import InputError
+from nmtbench.fileio import write_lines
+from nmtbench.method import Method
+from nmtbench.tokenization import decode, load_tokenizer, vocab_of
+from nmtbench.trainer import resolve_device
+
+
+def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
+                   device: str = "auto") -> tuple[Method, Any, Any, dict[str, Any]]:
+    """Rebuild a run's model and tokenizers and load its weights.
+
+    `average_last` > 0 averages the last k per-epoch checkpoints (fairseq's
+    average_checkpoints.py); otherwise `checkpoint` names the file (best or last).
+    """
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
+    run = json.loads(config_path.read_text())
+    cfg, paths = run["experiment"], run["paths"]
+    src_tok = load_tokenizer(paths["src_tokenizer"])
+    tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+    model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
+                                            cfg.get("pretrained"))
+    if average_last > 0:
+        found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
+        if len(found) < average_last:
+            raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
+                             f"but only {len(found)} epoch checkpoints exist")
+        weights = checkpoints.average(found[-average_last:])
+    else:
+        weights = checkpoints.load(run_dir / "checkpoints" / f"{checkpoint}.pt")["model"]
+    model.load_state_dict(weights)
+    model.to(resolve_device(device)).eval()
+    return model, src_tok, tgt_tok, cfg
+
+
+def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
+                   beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
+                   max_len_a: float = 1.2, max_len_b: int = 10, batch_size: int = 64,
+                   checkpoint: str = "best", average_last: int = 0,
+                   device: str = "auto") -> dict[str, Any]:
+    """Decode every line of src_path into out_path (same order); return decoding settings."""
+    model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, device)
+    if model.decoding != "beam":
+        raise InputError(f"method decodes with {model.decoding!r}, which is not available yet")
+    lines = read_lines(src_path)
+    encoded = src_tok(lines, add_special_tokens=True)["input_ids"]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    hyps: list[str] = [""] * len(lines)
+    vocab = vocab_of(tgt_tok)
+    dev = next(model.parameters()).device
+    start = time.perf_counter()
+    with tqdm(total=len(lines), desc=f"decode {src_path}", unit="sent", disable=None,
+              mininterval=5) as bar:
+        for first in range(0, len(order), batch_size):
+            chunk = order[first:first + batch_size]
+            longest = max(len(encoded[i]) for i in chunk)
+            src = torch.full((len(chunk), longest), src_tok.pad_token_id, dtype=torch.long)
+            for row, i in enumerate(chunk):
+                src[row, : len(encoded[i])] = torch.tensor(encoded[i])
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+                outputs = beam_search(model, src.to(dev), beam=beam, bos=vocab.bos, eos=vocab.eos,
+                                      pad=vocab.pad, max_len_a=max_len_a, max_len_b=max_len_b,
+                                      lenpen=lenpen, lenpen_form=lenpen_form)
+            for i, ids in zip(chunk, outputs, strict=False):
+                hyps[i] = decode(tgt_tok, ids)
+            bar.update(len(chunk))
+    seconds = time.perf_counter() - start
+    write_lines(out_path, hyps)
+    return {"beam": beam, "lenpen": lenpen, "lenpen_form": lenpen_form, "batch_size": batch_size,
+            "checkpoint": f"average_last_{average_last}" if average_last else checkpoint,
+            "seconds": round(seconds, 2), "device": dev.type}

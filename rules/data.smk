@@ -1,0 +1,30 @@
+# Data: generate (toy world) or download and prepare, then train the WordPiece vocabularies.
+
+
+rule toyworld:
+    output:
+        expand(prepared("{{dataset}}", "{split}.{side}"), split=SPLITS + ["mono"], side=["src", "tgt"]),
+    params:
+        world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
+    log:
+        "logs/data/{dataset}/toyworld.log",
+    wildcard_constraints:
+        dataset="|".join(toy_datasets()) or "^$",
+    shell:
+        "python -m nmtbench toyworld --out data/{wildcards.dataset}/prepared "
+        "--world {params.world:q} > {log:q} 2>&1"
+
+
+rule tokenizer:
+    input:
+        lambda w: [prepared(w.dataset, f"mono.{w.side}"), prepared(w.dataset, f"train.{w.side}")],
+    output:
+        tokenizer_dir("{dataset}", "{side}") + "/tokenizer_config.json",
+    params:
+        vocab_size=lambda w: dataset_spec(w)["vocab_size"][w.side],
+        out=lambda w: tokenizer_dir(w.dataset, w.side),
+    log:
+        "logs/data/{dataset}/tokenizer.{side}.log",
+    shell:
+        "python -m nmtbench tokenizer --corpus {input:q} --out {params.out:q} "
+        "--vocab-size {params.vocab_size} > {log:q} 2>&1"

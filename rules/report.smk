@@ -1,0 +1,16 @@
+# Report: results/tables.md from the requested tables' runs, with provenance.
+
+
+rule report:
+    input:
+        [f"{run}/metrics.json" for run in run_dirs()],
+    output:
+        "results/tables.md",
+    params:
+        config=lambda w: nmtconfig.as_json(config),
+        runs=run_dirs(),
+    log:
+        "logs/report.log",
+    shell:
+        "python -m nmtbench report --config {params.config:q} --runs {params.runs:q} "
+        "--out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,30 @@
+# Training: one run per (dataset, experiment, seed); resumes from checkpoints/last.pt if killed.
+# Only train_summary.json (written last) is declared, so a killed run is never taken as done.
+
+
+rule train:
+    input:
+        unpack(train_inputs),
+    output:
+        RUN + "/train_summary.json",
+    params:
+        run_dir=RUN,
+        experiment=experiment_json,
+        device=config.get("device", "auto"),
+        src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
+        tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
+    log:
+        "logs/train/{dataset}/{experiment}/seed{seed}.log",
+    benchmark:
+        "benchmarks/train/{dataset}/{experiment}/seed{seed}.tsv"
+    threads: resource("train", "threads")
+    resources:
+        mem_mb=resource("train", "mem_mb"),
+        runtime=resource("train", "runtime"),
+        gpu=resource("train", "gpu"),
+    shell:
+        "python -m nmtbench train --run-dir {params.run_dir:q} --config {params.experiment:q} "
+        "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
+        "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
+        "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
+        "--device {params.device:q} --threads {threads} >> {log:q} 2>&1"

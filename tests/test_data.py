@@ -1,0 +1,73 @@
+"""Strict corpus reading and token-based batching."""
+
+import pytest
+from transformers import AutoTokenizer
+
+from nmtbench.data import ParallelData, read_parallel
+from nmtbench.errors import InputError
+
+
+def write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def test_line_count_mismatch_names_both_files(tmp_path):
+    src = write(tmp_path / "a.src", b"one\ntwo\n")
+    tgt = write(tmp_path / "a.tgt", b"eins\n")
+    with pytest.raises(InputError, match=r"a\.src has 2 lines but .*a\.tgt has 1"):
+        read_parallel(src, tgt)
+
+
+def test_empty_line_names_file_and_line(tmp_path):
+    src = write(tmp_path / "a.src", b"one\n\nthree\n")
+    tgt = write(tmp_path / "a.tgt", b"eins\nzwei\ndrei\n")
+    with pytest.raises(InputError, match=r"a\.src:2: empty line"):
+        read_parallel(src, tgt)
+
+
+def test_non_utf8_names_file_and_line(tmp_path):
+    src = write(tmp_path / "a.src", b"one\ntwo\nth\xffree\n")
+    tgt = write(tmp_path / "a.tgt", b"eins\nzwei\ndrei\n")
+    with pytest.raises(InputError, match=r"a\.src:3: not valid UTF-8"):
+        read_parallel(src, tgt)
+
+
+@pytest.fixture(scope="module")
+def data(toy_dir):
+    src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
+    tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
+    return ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
+
+
+def test_long_pairs_are_dropped_and_counted(toy_dir, caplog):
+    src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
+    tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
+    full = ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
+    short = ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
+                              max_positions=20)
+    expected = sum(len(s) <= 20 and len(t) <= 20 for s, t in zip(full.src, full.tgt, strict=False))
+    assert len(short) == expected < len(full)
+    assert f"dropped {len(full) - expected} of {len(full)}" in caplog.text
+
+
+def test_batches_cover_every_example_once_within_the_token_budget(data):
+    batches = data.batches(max_tokens=300, shuffle_seed=1)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(len(data)))
+    for b in batches:
+        longest = max(max(len(data.src[i]), len(data.tgt[i])) for i in b)
+        assert longest * len(b) <= 300 or len(b) == 1
+
+
+def test_batch_order_depends_only_on_the_seed(data):
+    assert data.batches(300, shuffle_seed=4) == data.batches(300, shuffle_seed=4)
+    assert data.batches(300, shuffle_seed=4) != data.batches(300, shuffle_seed=5)
+
+
+def test_collate_shifts_target(data):
+    batch = data.collate([0, 1, 2])
+    tgt = data.tgt[0]
+    assert batch.tgt_in[0, : len(tgt) - 1].tolist() == tgt[:-1]
+    assert batch.tgt_out[0, : len(tgt) - 1].tolist() == tgt[1:]
+    assert batch.src.shape[0] == 3 and batch.ids.tolist() == [0, 1, 2]

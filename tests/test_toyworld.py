@@ -1,0 +1,111 @@
+"""The toy world: deterministic, big enough, and shaped so translation needs reordering."""
+
+import random
+import re
+
+import pytest
+
+from nmtbench.toyworld import (
+    NOUN_SUFFIX,
+    SRC_DEFINITE,
+    TGT_DETERMINER,
+    ToyWorld,
+    WorldConfig,
+    generate,
+)
+
+
+@pytest.fixture(scope="module")
+def world():
+    return ToyWorld(WorldConfig(seed=3))
+
+
+@pytest.fixture(scope="module")
+def pairs(world):
+    rng = random.Random(0)
+    return [world.sample(rng) for _ in range(3000)]
+
+
+def test_generation_is_deterministic(tmp_path):
+    sizes = dict(train_pairs=50, valid_pairs=10, test_pairs=10, mono_sentences=30)
+    generate(tmp_path / "a", WorldConfig(seed=5), **sizes)
+    generate(tmp_path / "b", WorldConfig(seed=5), **sizes)
+    generate(tmp_path / "c", WorldConfig(seed=6), **sizes)
+    for name in ("train.src", "train.tgt", "test.tgt", "mono.src", "mono.tgt"):
+        a = (tmp_path / "a" / name).read_text()
+        assert a == (tmp_path / "b" / name).read_text()
+        assert a != (tmp_path / "c" / name).read_text()
+
+
+def test_split_sizes_and_no_overlap(tmp_path):
+    counts = generate(tmp_path, WorldConfig(), train_pairs=300, valid_pairs=40, test_pairs=40,
+                      mono_sentences=200)
+    assert counts == {"train": 300, "valid": 40, "test": 40, "mono": 200}
+    lines = {name: (tmp_path / name).read_text().splitlines()
+             for name in ("train.src", "train.tgt", "valid.src", "test.src", "mono.src",
+                          "mono.tgt")}
+    assert [len(lines[n]) for n in lines] == [300, 300, 40, 40, 200, 200]
+    assert not set(lines["test.src"]) & set(lines["train.src"])
+    assert not set(lines["valid.src"]) & set(lines["train.src"])
+
+
+def test_lexicon_has_500_distinct_content_word_pairs(world):
+    lexicon = world.lexicon
+    assert lexicon.size >= 500
+    src = [s for pairs in lexicon.words.values() for s, _ in pairs]
+    tgt = [t for pairs in lexicon.words.values() for _, t in pairs]
+    assert len(set(src)) == len(src) and len(set(tgt)) == len(tgt)
+    assert not set(src) & set(tgt)  # no word can simply be copied across
+
+
+def test_target_lengths_spread_from_3_to_60(pairs):
+    lengths = [len(t.split()) for _, t in pairs]
+    assert min(lengths) >= 3 and max(lengths) <= 60
+    assert min(lengths) <= 5 and max(lengths) >= 40
+    assert sum(length > 25 for length in lengths) > 0.05 * len(lengths)
+
+
+def test_translation_is_a_function_of_the_source(pairs):
+    translations = {}
+    for src, tgt in pairs:
+        assert translations.setdefault(src, tgt) == tgt
+
+
+def test_word_order_differs(world, pairs):
+    """Source verbs end the clause (before '.'); target verbs follow their subject."""
+    verb_stems = {s for kind in ("intransitive", "transitive", "clausal")
+                  for s, _ in world.lexicon.words[kind]}
+    final_is_verb = sum(any(src.split()[-2].startswith(stem) for stem in verb_stems)
+                        for src, _ in pairs)
+    assert final_is_verb == len(pairs)
+    tgt_verbs = {t for kind in ("intransitive", "transitive", "clausal")
+                 for _, t in world.lexicon.words[kind]}
+    final_tgt_verb = sum(re.sub("[zd]$", "", tgt.split()[-2]) in tgt_verbs for _, tgt in pairs)
+    assert final_tgt_verb < 0.5 * len(pairs)
+
+
+def test_source_marks_case_and_target_agrees(world):
+    """OSV and SOV sources with the same meaning give the same target; case decides roles."""
+    rng = random.Random(1)
+    seen_osv = 0
+    for _ in range(500):
+        clause = world._clause(rng, 0)
+        if clause.verb_kind != "transitive" or clause.subject is None:
+            continue
+        clause.osv = False
+        sov_src, tgt = world._src_clause(clause), world._tgt_clause(clause)
+        clause.osv = True
+        osv_src = world._src_clause(clause)
+        assert world._tgt_clause(clause) == tgt
+        subject_word = world.lexicon.words["noun"][clause.subject.noun][0]
+        nominative = subject_word + NOUN_SUFFIX[(clause.subject.number, "nom")]
+        assert nominative in sov_src and nominative in osv_src
+        seen_osv += sov_src != osv_src
+    assert seen_osv > 20
+
+
+def test_definiteness_and_number_are_marked_on_both_sides(pairs):
+    plural_suffixes = {v for (number, _), v in NOUN_SUFFIX.items() if number == "pl"}
+    assert any(SRC_DEFINITE in src.split() for src, _ in pairs)
+    assert any(TGT_DETERMINER[("def", "sg")] in tgt.split() for _, tgt in pairs)
+    assert any(any(w.endswith(tuple(plural_suffixes)) for w in src.split()) for src, _ in pairs)
