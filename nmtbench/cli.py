@@ -94,8 +94,8 @@ def cmd_report(args: argparse.Namespace) -> None:
             config = yaml.safe_load(Path(args.configfile).read_text())
         except (OSError, yaml.YAMLError) as err:
             raise InputError(f"{args.configfile}: cannot read config ({err})") from None
-    run_dirs = [Path(p) for p in args.runs] if args.runs else sorted(
-        p.parent for p in Path(args.results, "runs").glob("*/*/seed*/metrics.json"))
+    run_dirs = [Path(p).resolve() for p in args.runs] if args.runs else sorted(
+        p.parent.resolve() for p in Path(args.results, "runs").glob("*/*/seed*/metrics.json"))
     write_tables(config, run_dirs, Path(args.out), root=Path(args.root))
 
 
@@ -180,4 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except FloatingPointError as err:  # diverged training: the last good checkpoint is kept
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     return 0

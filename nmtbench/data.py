@@ -10,32 +10,10 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from nmtbench.errors import InputError
+from nmtbench.fileio import read_lines
 from nmtbench.method import Batch
 
 log = logging.getLogger(__name__)
-
-
-def read_lines(path: str | Path, allow_empty: bool = True) -> list[str]:
-    """Read a UTF-8 text file as lines; bad bytes (or empty lines, if not allowed) name the line."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read ({err.strerror})") from None
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            text = line.decode("utf-8").rstrip("\r")
-        except UnicodeDecodeError as err:
-            raise InputError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte "
-                             f"{err.start})") from None
-        if not allow_empty and not text.strip():
-            raise InputError(f"{path}:{number}: empty line in a parallel corpus")
-        out.append(text)
-    return out
 
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:

@@ -8,9 +8,8 @@ from typing import Any
 
 from sacremoses import MosesDetokenizer
 
-from nmtbench.data import read_lines
 from nmtbench.errors import InputError
-from nmtbench.fileio import write_json
+from nmtbench.fileio import read_lines, write_json
 from nmtbench.metrics import bleu
 
 

@@ -1,4 +1,5 @@
-"""Atomic writes: a killed job never leaves a file that looks finished."""
+"""Text files: strict line reading, and atomic writes (a killed job never leaves a file that
+looks finished)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from nmtbench.errors import InputError
 
 
 @contextmanager
@@ -37,3 +40,29 @@ def write_lines(path: str | os.PathLike, lines: list[str]) -> None:
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def read_lines(path: str | Path, allow_empty: bool = True) -> list[str]:
+    """Read a UTF-8 text file as lines split on "\\n" only (so numbers match `wc -l`/`sed`).
+
+    Bad bytes, or empty lines where they are not allowed, raise an error naming the line.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text = line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte "
+                             f"{err.start + 1})") from None
+        if not allow_empty and not text.strip():
+            raise InputError(f"{path}:{number}: empty line in a parallel corpus")
+        out.append(text)
+    return out

@@ -8,36 +8,12 @@ BLEU is computed by hand here.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 from sacremoses import MosesDetokenizer
 
 from nmtbench.errors import InputError
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Read a UTF-8 file as lines split on "\\n" only, so line numbers match `wc -l` and `sed`.
-
-    `str.splitlines` would also split on \\r, \\x0b, \\u2028 ... and silently misalign a parallel
-    corpus; here only the newline ends a line and everything else stays in the text.
-    """
-    path = Path(path)
-    data = path.read_bytes()
-    if not data:
-        return []
-    chunks = data.split(b"\n")
-    if chunks[-1] == b"":
-        chunks.pop()
-    lines = []
-    for number, chunk in enumerate(chunks, start=1):
-        try:
-            lines.append(chunk.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise InputError(
-                f"{path}: line {number}: not valid UTF-8 (byte {err.start + 1} of the line)"
-            ) from None
-    return lines
+from nmtbench.fileio import read_lines
 
 
 def bleu(

@@ -70,7 +70,8 @@ def write_tables(config: dict, run_dirs: list[Path], out: Path, root: Path) -> N
     seeds = [int(s) for s in _config(config, "seeds")]
 
     datasets = sorted({d["dataset"] for _, d in definitions} | {k[0] for k in loaded})
-    toy = [d for d in datasets if _is_toy(d)]
+    kinds = {name: spec.get("kind") for name, spec in config.get("datasets", {}).items()}
+    toy = [d for d in datasets if kinds.get(d) == "toyworld"]
     lines = ["# Results", "", "All numbers below were measured by this harness (nmtbench)."]
     if toy:
         lines.append(
@@ -106,11 +107,6 @@ def _definition(config: dict, name: str) -> dict:
         if key not in definition:
             raise InputError(f"config: missing key 'table_definitions.{name}.{key}'")
     return definition
-
-
-def _is_toy(dataset: str) -> bool:
-    """Toy-world datasets are named toy, toy-..., toyworld...: the config's convention."""
-    return dataset.startswith("toy")
 
 
 def _absolute(run_dir: str | os.PathLike, root: Path) -> Path:

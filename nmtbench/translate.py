@@ -12,10 +12,9 @@ from tqdm import tqdm
 
 from methods import get_method
 from nmtbench import checkpoints
-from nmtbench.data import read_lines
 from nmtbench.decoding import beam_search
 from nmtbench.errors import InputError
-from nmtbench.fileio import write_lines
+from nmtbench.fileio import read_lines, write_lines
 from nmtbench.method import Method
 from nmtbench.tokenization import decode, load_tokenizer, vocab_of
 from nmtbench.trainer import resolve_device

@@ -9,8 +9,9 @@ rule report:
     params:
         config=lambda w: nmtconfig.as_json(config),
         runs=run_dirs(),
+        root=workflow.basedir,
     log:
         "logs/report.log",
     shell:
         "python -m nmtbench report --config {params.config:q} --runs {params.runs:q} "
-        "--out {output:q} > {log:q} 2>&1"
+        "--out {output:q} --root {params.root:q} > {log:q} 2>&1"

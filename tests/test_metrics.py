@@ -18,7 +18,8 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from nmtbench.errors import InputError
-from nmtbench.metrics import bleu, read_lines, score_files
+from nmtbench.fileio import read_lines
+from nmtbench.metrics import bleu, score_files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,7 +130,7 @@ def test_read_lines_splits_on_newline_only(tmp_path: Path) -> None:
 def test_read_lines_names_file_and_line_of_bad_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.txt"
     path.write_bytes(b"fine\nalso fine\ncaf\xe9\n")
-    with pytest.raises(InputError, match=r"latin1\.txt: line 3\b"):
+    with pytest.raises(InputError, match=r"latin1\.txt:3: not valid UTF-8"):
         read_lines(path)
 
 

@@ -20,6 +20,7 @@ SIG_TOK = "nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:2.6.0"
 
 CONFIG = {
     "tables": ["abnet2020.table2"],
+    "datasets": {"toy": {"kind": "toyworld"}},
     "seeds": [1, 2],
     "table_definitions": {
         "abnet2020.table2": {

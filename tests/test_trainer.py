@@ -1,0 +1,102 @@
+"""The trainer: learning-rate schedule, resume after a crash, checkpoint averaging."""
+
+import json
+
+import pytest
+import torch
+
+from nmtbench import checkpoints
+from nmtbench.errors import InputError
+from nmtbench.trainer import TrainConfig, Trainer, inverse_sqrt_lr
+
+CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
+       "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,
+       "warmup_updates": 5, "clip_norm": 1.0, "max_epochs": 3, "save_interval_updates": 4,
+       "keep_last_epochs": 2, "log_interval": 1, "seed": 3}
+
+
+def paths(toy_dir):
+    return {"train_src": str(toy_dir / "train.src"), "train_tgt": str(toy_dir / "train.tgt"),
+            "valid_src": str(toy_dir / "valid.src"), "valid_tgt": str(toy_dir / "valid.tgt"),
+            "src_tokenizer": str(toy_dir / "tok_src"), "tgt_tokenizer": str(toy_dir / "tok_tgt")}
+
+
+def test_inverse_sqrt_schedule():
+    cfg = TrainConfig(lr=1e-3, warmup_updates=100, warmup_init_lr=0.0)
+    assert inverse_sqrt_lr(50, cfg) == pytest.approx(5e-4)
+    assert inverse_sqrt_lr(100, cfg) == pytest.approx(1e-3)
+    assert inverse_sqrt_lr(400, cfg) == pytest.approx(5e-4)  # lr * sqrt(100 / 400)
+
+
+class Killed(Exception):
+    """Stands for SIGKILL: the process state is lost, only what is on disk survives."""
+
+
+def test_resumed_run_ends_with_identical_weights(toy_dir, tmp_path):
+    torch.set_num_threads(1)
+    straight = Trainer(tmp_path / "straight", CFG, paths(toy_dir), device="cpu")
+    straight.run()
+
+    crashing = Trainer(tmp_path / "resumed", CFG, paths(toy_dir), device="cpu")
+    steps_per_epoch = len(crashing.train_data.batches(CFG["max_tokens"]))
+    kill_at = steps_per_epoch + 6  # mid-epoch 2, two steps after the save at a multiple of 4
+    assert kill_at % CFG["save_interval_updates"] != 0
+    original_step = crashing._train_step
+
+    def step_then_maybe_die(indices):
+        if crashing.step == kill_at:
+            raise Killed
+        return original_step(indices)
+
+    crashing._train_step = step_then_maybe_die
+    with pytest.raises(Killed):
+        crashing.run()
+    saved = checkpoints.load(tmp_path / "resumed" / "checkpoints" / "last.pt")
+    assert saved["step"] < kill_at  # the steps after the last save are really lost
+
+    resumed = Trainer(tmp_path / "resumed", CFG, paths(toy_dir), device="cpu")
+    summary = resumed.run()
+    assert summary["steps"] == straight.step
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+
+    log = [json.loads(line) for line in
+           (tmp_path / "resumed" / "train_log.jsonl").read_text().splitlines()]
+    assert any(r.get("message") == f"resumed from step {saved['step']}" for r in log)
+    train_steps = [r["step"] for r in log if r["event"] == "train"]
+    assert train_steps == sorted(set(train_steps))  # replayed steps are not logged twice
+
+
+def test_resume_refuses_a_changed_config(toy_dir, tmp_path):
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths(toy_dir), device="cpu").run()
+    with pytest.raises(InputError, match="trained with another config"):
+        Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "lr": 0.1}, paths(toy_dir),
+                device="cpu").run()
+
+
+def test_keeps_last_epochs_and_averages_them(toy_dir, tmp_path):
+    Trainer(tmp_path / "run", CFG, paths(toy_dir), device="cpu").run()
+    found = checkpoints.epoch_checkpoints(tmp_path / "run" / "checkpoints")
+    assert [p.name for p in found] == ["epoch2.pt", "epoch3.pt"]
+    averaged = checkpoints.average(found)
+    a, b = (checkpoints.load(p)["model"] for p in found)
+    for name in a:
+        assert torch.allclose(averaged[name], (a[name] + b[name]) / 2, atol=1e-6), name
+    assert any(not torch.equal(a[name], b[name]) for name in a)  # a real average, not a copy
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_dir, tmp_path):
+    trainer = Trainer(tmp_path / "run", {**CFG, "save_interval_updates": 2}, paths(toy_dir),
+                      device="cpu")
+    original_loss = trainer.model.loss
+
+    def loss_goes_nan(batch):
+        loss, parts = original_loss(batch)
+        return (loss * float("nan") if trainer.step >= 3 else loss), parts
+
+    trainer.model.loss = loss_goes_nan
+    with pytest.raises(FloatingPointError, match="loss is nan at step 4"):
+        trainer.run()
+    saved = checkpoints.load(tmp_path / "run" / "checkpoints" / "last.pt")
+    assert saved["step"] == 2
+    assert all(torch.isfinite(t).all() for t in saved["model"].values())
