@@ -39,6 +39,15 @@ def tokenizer_dir(dataset, side):
     return f"data/{dataset}/tokenizer/{side}"
 
 
+def tokenizer_file(dataset, side):
+    """The file that marks a saved tokenizer; rules pass its directory on."""
+    return f"{tokenizer_dir(dataset, side)}/tokenizer_config.json"
+
+
+def run_file(name):
+    return f"{RUN}/{name}"
+
+
 def run_dirs():
     return [
         RUN.format(dataset=d, experiment=e, seed=s)
@@ -55,7 +64,7 @@ def train_inputs(wildcards):
     return {
         **{f"{split}_{side}": prepared(d, f"{split}.{side}")
            for split in ("train", "valid") for side in ("src", "tgt")},
-        **{f"{side}_tokenizer": f"{tokenizer_dir(d, side)}/tokenizer_config.json"
+        **{f"{side}_tokenizer": tokenizer_file(d, side)
            for side in ("src", "tgt")},
     }
 

@@ -6,6 +6,8 @@ rule toyworld:
         expand(prepared("{{dataset}}", "{split}.{side}"), split=SPLITS + ["mono"], side=["src", "tgt"]),
     params:
         world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
+    conda:
+        "../envs/nmtbench.yaml"
     log:
         "logs/data/{dataset}/toyworld.log",
     wildcard_constraints:
@@ -19,10 +21,12 @@ rule tokenizer:
     input:
         lambda w: [prepared(w.dataset, f"mono.{w.side}"), prepared(w.dataset, f"train.{w.side}")],
     output:
-        tokenizer_dir("{dataset}", "{side}") + "/tokenizer_config.json",
+        tokenizer_file("{dataset}", "{side}"),
     params:
         vocab_size=lambda w: dataset_spec(w)["vocab_size"][w.side],
-        out=lambda w: tokenizer_dir(w.dataset, w.side),
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/nmtbench.yaml"
     log:
         "logs/data/{dataset}/tokenizer.{side}.log",
     shell:

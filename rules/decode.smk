@@ -3,15 +3,17 @@
 
 rule decode:
     input:
-        summary=RUN + "/train_summary.json",
+        summary=run_file("train_summary.json"),
         src=lambda w: prepared(w.dataset, "test.src"),
     output:
-        hyp=RUN + "/hyp.test.txt",
-        info=RUN + "/decode.test.json",
+        hyp=run_file("hyp.test.txt"),
+        info=run_file("decode.test.json"),
     params:
-        run_dir=RUN,
+        run_dir=lambda w, input: os.path.dirname(input.summary),
         s=decode_settings,
         device=config.get("device", "auto"),
+    conda:
+        "../envs/nmtbench.yaml"
     log:
         "logs/decode/{dataset}/{experiment}/seed{seed}.log",
     threads: resource("decode", "threads")

@@ -3,15 +3,17 @@
 
 rule evaluate:
     input:
-        hyp=RUN + "/hyp.test.txt",
-        info=RUN + "/decode.test.json",
+        hyp=run_file("hyp.test.txt"),
+        info=run_file("decode.test.json"),
         ref=lambda w: prepared(w.dataset, "test.tgt"),
     output:
-        RUN + "/metrics.json",
+        run_file("metrics.json"),
     params:
-        run_dir=RUN,
+        run_dir=lambda w, input: os.path.dirname(input.hyp),
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         detok_lang=lambda w: dataset_spec(w)["detok_lang"],
+    conda:
+        "../envs/nmtbench.yaml"
     log:
         "logs/evaluate/{dataset}/{experiment}/seed{seed}.log",
     shell:

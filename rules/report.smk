@@ -10,6 +10,8 @@ rule report:
         config=lambda w: nmtconfig.as_json(config),
         runs=run_dirs(),
         root=workflow.basedir,
+    conda:
+        "../envs/nmtbench.yaml"
     log:
         "logs/report.log",
     shell:

@@ -6,13 +6,15 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        RUN + "/train_summary.json",
+        run_file("train_summary.json"),
     params:
-        run_dir=RUN,
+        run_dir=lambda w, output: os.path.dirname(output[0]),
         experiment=experiment_json,
         device=config.get("device", "auto"),
         src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
         tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
+    conda:
+        "../envs/nmtbench.yaml"
     log:
         "logs/train/{dataset}/{experiment}/seed{seed}.log",
     benchmark:
