@@ -45,7 +45,8 @@ class TransformerConfig:
 
 # fairseq's named architectures, plus the deep-encoder variants of Weng et al. (`001`).
 SIZES: dict[str, TransformerConfig] = {
-    "tiny": TransformerConfig(d_model=256, ffn_dim=512, n_heads=4, encoder_layers=3,
+    # The toy world's size, chosen so the embedded default trains in minutes on two CPU cores.
+    "tiny": TransformerConfig(d_model=128, ffn_dim=512, n_heads=4, encoder_layers=3,
                               decoder_layers=3, dropout=0.1),
     "iwslt": TransformerConfig(d_model=512, ffn_dim=1024, n_heads=4, dropout=0.3),
     "base": TransformerConfig(d_model=512, ffn_dim=2048, n_heads=8, dropout=0.1),

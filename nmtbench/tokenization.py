@@ -23,8 +23,16 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
     """Train a BERT WordPiece vocabulary on text files and save it in Hugging Face format."""
     trainer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False,
                                      clean_text=True, handle_chinese_chars=True)
+    # The trainer numbers "##x" pieces in hash-map order, and ids break ties between equally
+    # frequent merges, so the same corpus can give different vocabularies (huggingface/
+    # tokenizers#1794). Declaring every "##x" up front, in sorted order, fixes their ids.
+    characters = sorted({ch for c in corpora for ch in Path(c).read_text(encoding="utf-8")
+                         if not ch.isspace()})
+    if lowercase:
+        characters = sorted({ch.lower() for ch in characters})
     trainer.train([str(c) for c in corpora], vocab_size=vocab_size, min_frequency=min_frequency,
-                  special_tokens=SPECIAL_TOKENS, show_progress=False)
+                  special_tokens=SPECIAL_TOKENS + [f"##{ch}" for ch in characters],
+                  show_progress=False)
     tokenizer = BertTokenizer(vocab=trainer.get_vocab(), do_lower_case=lowercase,
                               strip_accents=False)
     Path(out_dir).mkdir(parents=True, exist_ok=True)

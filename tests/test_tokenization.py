@@ -28,3 +28,16 @@ def test_decode_keeps_space_before_punctuation(toy_dir):
     tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     line = (toy_dir / "test.tgt").read_text().splitlines()[0]
     assert decode(tok, tok(line)["input_ids"]).endswith(" .")
+
+
+def test_training_twice_gives_the_same_vocabulary(toy_dir, tmp_path):
+    """The HF trainer alone is not deterministic (huggingface/tokenizers#1794)."""
+    from nmtbench.tokenization import train_wordpiece
+
+    corpus = [toy_dir / "mono.src"]
+    for name in ("a", "b", "c"):
+        train_wordpiece(corpus, tmp_path / name, 300)
+    texts = [(tmp_path / n / "tokenizer.json").read_text() for n in ("a", "b", "c")]
+    assert texts[0] == texts[1] == texts[2]
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "a"))
+    assert set(tok.all_special_tokens) == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
