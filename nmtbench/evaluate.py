@@ -6,16 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sacremoses import MosesDetokenizer
-
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
-from nmtbench.metrics import bleu
-
-
-def detokenize(lines: list[str], lang: str) -> list[str]:
-    detok = MosesDetokenizer(lang=lang)
-    return [detok.detokenize(line.split()) for line in lines]
+from nmtbench.metrics import bleu, detokenize
 
 
 def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path: str | Path,

@@ -16,6 +16,12 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines
 
 
+def detokenize(lines: list[str], lang: str) -> list[str]:
+    """Moses-detokenize whitespace-tokenized lines (what sacreBLEU expects as input)."""
+    detok = MosesDetokenizer(lang=lang)
+    return [detok.detokenize(line.split()) for line in lines]
+
+
 def bleu(
     hyps_tok: list[str],
     refs_tok: list[str],
@@ -69,7 +75,5 @@ def score_files(
     if detok_lang is None:
         hyps_detok, refs_detok = hyps, refs
     else:
-        detok = MosesDetokenizer(lang=detok_lang)
-        hyps_detok = [detok.detokenize(line.split()) for line in hyps]
-        refs_detok = [detok.detokenize(line.split()) for line in refs]
+        hyps_detok, refs_detok = detokenize(hyps, detok_lang), detokenize(refs, detok_lang)
     return bleu(hyps, refs, hyps_detok, refs_detok, lowercase)
