@@ -3,7 +3,7 @@
 
 rule report:
     input:
-        [f"{run}/metrics.json" for run in run_dirs()],
+        run_metrics(),
     output:
         "results/tables.md",
     params:

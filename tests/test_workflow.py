@@ -66,6 +66,17 @@ def test_dag_contains_only_the_requested_runs(tmp_path):
         "dataset=toy, experiment=transformer-tiny-500, seed=2"}
 
 
+def test_a_committed_tables_md_does_not_stop_the_runs(tmp_path):
+    """A clone ships the default's tables.md; `snakemake` must still train and rebuild it."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "tables.md").write_text("# from the repository\n")
+    result = snakemake(tmp_path, "--cores", "1", "-n")
+    assert result.returncode == 0, result.stderr
+    jobs = [line.split()[1] for line in result.stdout.splitlines()
+            if line.startswith(("rule ", "localrule "))]
+    assert {"train", "report"} <= {j.rstrip(":") for j in jobs}
+
+
 def _last_checkpoint_step(run: Path) -> int:
     log = run / "train_log.jsonl"
     if not (run / "checkpoints" / "last.pt").exists() or not log.exists():
