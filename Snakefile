@@ -8,11 +8,15 @@ min_version("9.0")
 configfile: f"{workflow.basedir}/config/config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/decode.smk"
 include: "rules/evaluate.smk"
+include: "rules/analyze.smk"
 include: "rules/report.smk"
 
 

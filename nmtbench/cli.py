@@ -71,8 +71,42 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     metrics = evaluate_run(args.run_dir, args.split, args.hyp, args.ref, args.out,
                            lowercase=args.lowercase, detok_lang=args.detok_lang,
-                           raw_ref_path=args.raw_ref)
+                           raw_ref_path=args.raw_ref, decode_info=args.info)
     logging.info("BLEU %s", metrics["bleu"])
+
+
+def cmd_latency(args: argparse.Namespace) -> None:
+    from nmtbench.latency import measure_latency
+
+    _threads(args.threads)
+    result = measure_latency(args.run_dir, args.src, args.out, sentences=args.sentences,
+                             checkpoint=args.checkpoint, average_last=args.average_last,
+                             device=args.device, beam=args.beam, lenpen=args.lenpen,
+                             lenpen_form=args.lenpen_form, max_len_a=args.max_len_a,
+                             max_len_b=args.max_len_b)
+    logging.info("latency: median %.1f ms, p90 %.1f ms on %s", result["median_ms"],
+                 result["p90_ms"], result["device"])
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> None:
+    from nmtbench.analysis import paired_bootstrap
+
+    result = paired_bootstrap(args.hyp, args.baseline, args.ref, args.out, samples=args.samples,
+                              seed=args.seed, lowercase=args.lowercase)
+    logging.info("paired bootstrap: %s (win ratio %.3f)", result["significance"],
+                 result["win_ratio"])
+
+
+def cmd_buckets(args: argparse.Namespace) -> None:
+    from nmtbench.analysis import length_buckets
+
+    length_buckets(args.hyp, args.ref, args.out, cutoffs=args.cutoffs, lowercase=args.lowercase)
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    raise InputError(f"dataset {args.dataset!r} (kind {args.kind!r}): downloading and preparing "
+                     "real data is not built yet; put its prepared files under "
+                     f"data/{args.dataset}/prepared/ ({{train,valid,test}}.{{src,tgt}}) to use it")
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -83,20 +117,30 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    import yaml
+    from nmtbench.config import check, load_config
+    from nmtbench.report import write_report
 
-    from nmtbench.report import write_tables
+    root = Path(args.root).resolve()
+    config = json.loads(args.config) if args.config else load_config(
+        [root / "config" / "config.yaml", *args.configfile])
+    plan = check(config, root / "config" / "schema.yaml", root / "papers")
+    results = Path(args.results)
+    out = Path(args.out) if args.out else results / "tables.md"
+    for path in write_report(plan, results, out, root):
+        logging.info("wrote %s", path)
 
-    if args.config:
-        config = json.loads(args.config)
-    else:
-        try:
-            config = yaml.safe_load(Path(args.configfile).read_text())
-        except (OSError, yaml.YAMLError) as err:
-            raise InputError(f"{args.configfile}: cannot read config ({err})") from None
-    run_dirs = [Path(p).resolve() for p in args.runs] if args.runs else sorted(
-        p.parent.resolve() for p in Path(args.results, "runs").glob("*/*/seed*/metrics.json"))
-    write_tables(config, run_dirs, Path(args.out), root=Path(args.root))
+
+def _decoding_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--beam", type=int, default=5)
+    s.add_argument("--lenpen", type=float, default=1.0)
+    s.add_argument("--lenpen-form", choices=["fairseq", "gnmt"], default="fairseq")
+    s.add_argument("--max-len-a", type=float, default=1.2)
+    s.add_argument("--max-len-b", type=int, default=10)
+    s.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    s.add_argument("--average-last", type=int, default=0,
+                   help="average the last k epoch checkpoints instead")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=int)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -130,17 +174,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--src", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--info", help="write the decoding settings and time as JSON here")
-    s.add_argument("--beam", type=int, default=5)
-    s.add_argument("--lenpen", type=float, default=1.0)
-    s.add_argument("--lenpen-form", choices=["fairseq", "gnmt"], default="fairseq")
-    s.add_argument("--max-len-a", type=float, default=1.2)
-    s.add_argument("--max-len-b", type=int, default=10)
     s.add_argument("--batch-size", type=int, default=64)
-    s.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    s.add_argument("--average-last", type=int, default=0,
-                   help="average the last k epoch checkpoints instead")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=int)
+    _decoding_arguments(s)
     s.set_defaults(func=cmd_decode)
 
     s = sub.add_parser("evaluate", help="score a run's hypotheses into metrics.json")
@@ -149,6 +184,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--hyp", required=True)
     s.add_argument("--ref", required=True, help="tokenized reference")
     s.add_argument("--raw-ref", help="untokenized reference for sacreBLEU, if the data has one")
+    s.add_argument("--info", help="the decoding's JSON record, copied into the metrics")
     s.add_argument("--out", required=True)
     s.add_argument("--lowercase", action="store_true")
     s.add_argument("--detok-lang", default="en")
@@ -161,14 +197,49 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--detok-lang", help="Moses-detokenize both files before sacreBLEU")
     s.set_defaults(func=cmd_score)
 
-    s = sub.add_parser("report", help="rebuild results/tables.md from run directories")
-    s.add_argument("--configfile", default="config/config.yaml")
-    s.add_argument("--config", help="the workflow config as JSON (instead of --configfile)")
-    s.add_argument("--results", default="results")
-    s.add_argument("--runs", nargs="*", help="run directories (default: all with metrics.json)")
-    s.add_argument("--out", default="results/tables.md")
-    s.add_argument("--root", default=".", help="repository root, for the commit in provenance")
+    s = sub.add_parser("report", help="rebuild tables.md and the figures from run directories",
+                       description="Rebuild tables.md and figures/ from the run directories "
+                       "under --results, without Snakemake (e.g. after copying results/ off a "
+                       "cluster).")
+    s.add_argument("--configfile", nargs="*", default=[],
+                   help="config files merged over config/config.yaml, as snakemake does")
+    s.add_argument("--config", help="the whole workflow config as JSON (what the rule passes)")
+    s.add_argument("--results", default="results", help="the directory holding runs/")
+    s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; figures "
+                   "go beside it under figures/)")
+    s.add_argument("--root", default=".", help="the repository: config/, papers/, git commit")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("latency", help="per-sentence decoding latency at batch size 1")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--src", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--sentences", type=int, default=100, help="measured after 5 warm-up ones")
+    _decoding_arguments(s)
+    s.set_defaults(func=cmd_latency)
+
+    s = sub.add_parser("bootstrap", help="compare-mt paired bootstrap of two outputs (BLEU)")
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--baseline", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--samples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--lowercase", action="store_true")
+    s.set_defaults(func=cmd_bootstrap)
+
+    s = sub.add_parser("buckets", help="BLEU by output-length bucket (compare-mt buckets)")
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--cutoffs", type=int, nargs="+", required=True)
+    s.add_argument("--lowercase", action="store_true")
+    s.set_defaults(func=cmd_buckets)
+
+    s = sub.add_parser("prepare", help="download and prepare a real dataset")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--kind", required=True)
+    s.set_defaults(func=cmd_prepare)
     return p
 
 

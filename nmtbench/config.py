@@ -1,7 +1,7 @@
-"""Workflow configuration: schema validation, cross-references, and experiment resolution.
+"""Workflow configuration: schema validation and cross-references, before any job runs.
 
-`rules/common.smk` calls `check` before building the DAG, so a bad config stops with one line
-naming the key; the other functions turn the requested tables into the runs they need.
+`rules/common.smk` calls `check` before building the DAG, so a bad config or paper file stops
+with one line naming the file and key; the returned plan turns the requested tables into files.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import jsonschema
 import yaml
 
 from nmtbench.errors import InputError
+from nmtbench.papers import PAPERS_DIR, load_catalogue
+from nmtbench.plan import Plan
 from nmtbench.trainer import TrainConfig
 
-SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "pretrained"}
+SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "pretrained", "description"}
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -40,59 +42,68 @@ def validate(config: dict[str, Any], schema_path: str | Path) -> None:
     raise InputError(f"config key '{_key_path(error)}': {error.message}")
 
 
-def requested_tables(config: dict[str, Any]) -> list[str]:
-    tables = config["tables"]
-    return sorted(config["table_definitions"]) if tables == ["all"] else list(tables)
+def check(config: dict[str, Any], schema_path: str | Path,
+          papers_dir: str | Path = PAPERS_DIR) -> Plan:
+    """Schema, paper files, then references: experiments -> methods, tables -> datasets.
 
-
-def check(config: dict[str, Any], schema_path: str | Path) -> None:
-    """Schema, then references between sections: tables -> experiments/datasets -> methods."""
+    Returns the plan, so the workflow builds its DAG from exactly what was checked.
+    """
     from methods import METHODS
 
     validate(config, schema_path)
+    plan = Plan(config, load_catalogue(papers_dir), set(METHODS))
     trainer_keys = {f.name for f in fields(TrainConfig)}
-    for name, experiment in config["experiments"].items():
+    for name, experiment in plan.experiments.items():
         method = experiment["method"]
-        if method not in METHODS:
-            raise InputError(f"config key 'experiments.{name}.method': unknown method "
-                             f"{method!r}; known: {', '.join(sorted(METHODS))}")
+        if plan.status(name) != "ok":
+            continue  # not implemented yet, or quoted from other work: no run, nothing to check
         known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | METHODS[method].config_keys()
-        for key in list(config["defaults"]) + list(experiment):
+        where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
+                 else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
+        for key in experiment:
             if key not in known:
-                where = "defaults" if key in config["defaults"] else f"experiments.{name}"
-                raise InputError(f"config key '{where}.{key}' is not a setting of the trainer "
+                raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
+                                 f"method {method!r}")
+        for key in config["defaults"]:
+            if key not in known:
+                raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
                                  f"or of method {method!r}")
-    for table in requested_tables(config):
-        if table not in config["table_definitions"]:
-            raise InputError(f"config key 'tables': unknown table {table!r}; defined: "
-                             f"{', '.join(sorted(config['table_definitions']))}")
-    for table, spec in config["table_definitions"].items():
-        if spec["dataset"] not in config["datasets"]:
-            raise InputError(f"config key 'table_definitions.{table}.dataset': unknown "
-                             f"dataset {spec['dataset']!r}")
-        for row in spec["rows"]:
-            if row not in config["experiments"]:
-                raise InputError(f"config key 'table_definitions.{table}.rows': unknown "
-                                 f"experiment {row!r}")
+    for dataset, spec in config["datasets"].items():
+        for method in spec.get("overrides", {}):
+            if method not in METHODS:
+                raise InputError(f"config key 'datasets.{dataset}.overrides.{method}': unknown "
+                                 f"method; known: {', '.join(sorted(METHODS))}")
+    for paper_dataset, dataset in config.get("dataset_map", {}).items():
+        if dataset not in config["datasets"]:
+            raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
+                             f"{dataset!r}")
+    plan.targets()  # resolves every requested cell: unknown names and datasets fail here
+    return plan
 
 
-def requested_runs(config: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """(dataset, experiment, seed) of every run the requested tables need, without repeats."""
-    runs = {(spec["dataset"], row, seed)
-            for spec in (config["table_definitions"][t] for t in requested_tables(config))
-            for row in spec["rows"] for seed in config["seeds"]}
-    return sorted(runs)
+def load_config(paths: list[str | Path]) -> dict[str, Any]:
+    """Read config files and merge each over the previous, recursively, as snakemake's
+    `--configfile` does."""
+    config: dict[str, Any] = {}
+    for path in paths:
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except OSError as err:
+            raise InputError(f"{path}: cannot read ({err.strerror})") from None
+        except yaml.YAMLError as err:
+            raise InputError(f"{path}: invalid YAML ({err})") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a config file must hold a mapping")
+        _merge(config, data)
+    return config
 
 
-def experiment_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
-    """The defaults overridden by the experiment's own settings, with the run's seed."""
-    merged = {**config["defaults"], **config["experiments"][experiment], "seed": seed}
-    merged.pop("decode", None)
-    return merged
-
-
-def decode_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
-    return {**config["decode"], **config["experiments"][experiment].get("decode", {})}
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
 
 
 def as_json(obj: Any) -> str:

@@ -8,13 +8,14 @@ from typing import Any
 
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
-from nmtbench.metrics import bleu, detokenize
+from nmtbench.metrics import bleu, detokenize, rouge
 
 
 def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path: str | Path,
                  out_path: str | Path, *, lowercase: bool, detok_lang: str,
-                 raw_ref_path: str | Path | None = None) -> dict[str, Any]:
-    """Tokenized BLEU against the tokenized reference; sacreBLEU on detokenized text.
+                 raw_ref_path: str | Path | None = None,
+                 decode_info: str | Path | None = None) -> dict[str, Any]:
+    """Tokenized BLEU against the tokenized reference; sacreBLEU on detokenized text; ROUGE.
 
     The hypotheses are word-level tokenized text (the target tokenizer's words); sacreBLEU
     sees them Moses-detokenized, and sees the raw reference when the dataset has one, else the
@@ -28,7 +29,6 @@ def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path
     raw_refs = read_lines(raw_ref_path) if raw_ref_path else detokenize(refs, detok_lang)
     scores = bleu(hyps, refs, detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
     summary = json.loads((run_dir / "train_summary.json").read_text())
-    decode_path = Path(hyp_path).with_name(f"decode.{split}.json")
     config = json.loads((run_dir / "config.json").read_text())
     metrics = {
         "dataset": run_dir.parent.parent.name,
@@ -37,10 +37,11 @@ def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path
         "method": config["experiment"]["method"],
         "split": split,
         "bleu": scores,
+        "rouge": rouge(hyps, refs),
         "params": summary["params"],
         "train": {k: summary[k] for k in ("seconds", "steps", "epochs", "device",
                                           "best_valid_loss", "train_pairs")},
-        "decode": json.loads(decode_path.read_text()) if decode_path.exists() else {},
+        "decode": json.loads(Path(decode_info).read_text()) if decode_info else {},
     }
     write_json(out_path, metrics)
     return metrics

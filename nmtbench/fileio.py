@@ -66,3 +66,16 @@ def read_lines(path: str | Path, allow_empty: bool = True) -> list[str]:
             raise InputError(f"{path}:{number}: empty line in a parallel corpus")
         out.append(text)
     return out
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON result file, or None when no job has written it yet (a killed job leaves none)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid UTF-8") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: line {err.lineno}: invalid JSON ({err.msg})") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 from sacremoses import MosesDetokenizer
 
@@ -44,14 +45,33 @@ def bleu(
         )
     standard = BLEU(lowercase=lowercase)
     standard_score = standard.corpus_score(hyps_detok, [refs_detok])
-    multi_bleu = BLEU(tokenize="none", smooth_method="none", lowercase=lowercase, force=True)
-    tokenized_score = multi_bleu.corpus_score(hyps_tok, [refs_tok])
+    multi_bleu = multi_bleu_perl(lowercase)
     return {
         "sacrebleu": standard_score.score,
         "signature": str(standard.get_signature()),
-        "tokenized": tokenized_score.score,
+        "tokenized": multi_bleu.corpus_score(hyps_tok, [refs_tok]).score,
         "tokenized_signature": str(multi_bleu.get_signature()),
     }
+
+
+def multi_bleu_perl(lowercase: bool) -> BLEU:
+    """sacreBLEU set up to equal `multi-bleu.perl [-lc]` on already tokenized text."""
+    return BLEU(tokenize="none", smooth_method="none", lowercase=lowercase, force=True)
+
+
+def rouge(hyps: list[str], refs: list[str]) -> dict[str, float]:
+    """ROUGE-1/2/L F1 (x100), averaged over sentences, from Google's `rouge-score` with Porter
+    stemming, on the tokenized text (what Gigaword papers score)."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"rouge needs equally many lines: hyps={len(hyps)} refs={len(refs)}")
+    kinds = ("rouge1", "rouge2", "rougeL")
+    scorer = rouge_scorer.RougeScorer(list(kinds), use_stemmer=True)
+    totals = dict.fromkeys(kinds, 0.0)
+    for hyp, ref in zip(hyps, refs, strict=True):
+        scores = scorer.score(ref, hyp)
+        for kind in kinds:
+            totals[kind] += scores[kind].fmeasure
+    return {kind: 100 * total / max(len(hyps), 1) for kind, total in totals.items()}
 
 
 def score_files(

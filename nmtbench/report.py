@@ -1,8 +1,12 @@
-"""Render `results/tables.md`: every requested table, every run, and where the numbers came from.
+"""Render `results/tables.md` and the figures: every requested table, ours next to the paper's.
 
-Each cell is traceable to its run directory, a run that did not finish shows as "missing" rather
-than vanishing from a mean, and the provenance block says which code, config, hardware and
-library versions produced the numbers.
+A cell shows our number (mean ± std over seeds when there are several), a significance mark from
+compare-mt's paired bootstrap against the table's baseline row, and, where our data is the
+paper's own, the paper's number and the difference. On the toy world our numbers stand alone
+and the paper's are listed separately, because they were measured on other data. Cells whose
+method is not implemented, or that the paper quotes from other work, say so instead of
+vanishing; a run that has not finished shows as "missing". Every row links its run directories,
+and a provenance block says which code, config, hardware and libraries produced the numbers.
 """
 
 from __future__ import annotations
@@ -11,234 +15,263 @@ import hashlib
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
 import torch
 
+from nmtbench import figures
 from nmtbench.errors import InputError
-from nmtbench.fileio import write_text
+from nmtbench.fileio import read_json, write_text
+from nmtbench.papers import Table
+from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, bootstrap_file
 
 MISSING = "missing"
-NUMBER_KEYS = ("bleu.sacrebleu", "bleu.tokenized", "params.total", "params.trained",
-               "train.seconds")
-TEXT_KEYS = ("bleu.signature", "bleu.tokenized_signature", "train.device")
-LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "snakemake", "pandas")
-SEED_DIR = re.compile(r"seed(\d+)")
+LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "rouge-score",
+             "snakemake", "pandas", "matplotlib")
+BETTER, WORSE = "▲", "▼"
+METRIC_KEYS = {
+    "bleu_tokenized": ("bleu", "tokenized"),
+    "sacrebleu": ("bleu", "sacrebleu"),
+    "rouge1": ("rouge", "rouge1"),
+    "rouge2": ("rouge", "rouge2"),
+    "rougeL": ("rouge", "rougeL"),
+    "params_trained": ("params", "trained"),
+    "params_total": ("params", "total"),
+}
+COUNTS = {"params_trained", "params_total"}
 
 
-def load_run(run_dir: str | os.PathLike) -> dict | None:
-    """The run's metrics.json, or None when the run has not produced one (shown as "missing")."""
-    path = Path(run_dir) / "metrics.json"
-    if not path.is_file():
-        return None
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not valid UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: line {err.lineno}: invalid JSON ({err.msg})") from None
-    for key in NUMBER_KEYS + TEXT_KEYS:
-        try:
-            value = _get(run, key)
-        except (KeyError, TypeError):
-            raise InputError(f"{path}: missing key '{key}'") from None
-        if key in TEXT_KEYS and not isinstance(value, str):
-            raise InputError(f"{path}: key '{key}' must be a string, got {value!r}")
-        if key in NUMBER_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise InputError(f"{path}: key '{key}' must be a number, got {value!r}")
-    return run
+def _get(data: dict, keys: tuple[str, ...], path: Path) -> float:
+    value: Any = data
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise InputError(f"{path}: missing key '{'.'.join(keys)}'")
+        value = value[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{path}: key '{'.'.join(keys)}' must be a number, got {value!r}")
+    return float(value)
 
 
-def write_tables(config: dict, run_dirs: list[Path], out: Path, root: Path) -> None:
-    """Write the markdown report for the tables `config` requests from the runs in `run_dirs`.
+class Results:
+    """Reads the run outputs of a plan's cells from a results directory (results/ or a copy)."""
 
-    `run_dirs` follow `.../{dataset}/{experiment}/seed{n}`; relative ones are taken relative to
-    `root`, the workflow's directory, whose git state goes into the provenance block.
-    """
-    root = Path(root).resolve()
-    out = Path(out).resolve()
-    runs = {_run_key(_absolute(d, root)): _absolute(d, root) for d in run_dirs}
-    loaded = {key: load_run(path) for key, path in sorted(runs.items())}
-    definitions = [(name, _definition(config, name)) for name in _config(config, "tables")]
-    seeds = [int(s) for s in _config(config, "seeds")]
+    def __init__(self, plan: Plan, results_dir: Path) -> None:
+        self.plan = plan
+        self.results_dir = results_dir
 
-    datasets = sorted({d["dataset"] for _, d in definitions} | {k[0] for k in loaded})
-    kinds = {name: spec.get("kind") for name, spec in config.get("datasets", {}).items()}
-    toy = [d for d in datasets if kinds.get(d) == "toyworld"]
-    lines = ["# Results", "", "All numbers below were measured by this harness (nmtbench)."]
+    def path(self, planned: str) -> Path:
+        """Where a planned file ("results/runs/...") is in this results directory."""
+        return self.results_dir / Path(planned).relative_to("results")
+
+    def measure(self, cell: Cell, split: str, metric: str, seed: int,
+                baseline: Cell | None) -> float | None:
+        """Our value of one cell for one seed; None when its file is not there yet."""
+        if metric in ("latency_ms", "speedup"):
+            own = self._latency(cell, seed)
+            if metric == "latency_ms" or own is None:
+                return own
+            base = self._latency(baseline, seed) if baseline is not None else None
+            return None if base is None else base / own
+        path = self.path(Plan.cell_files(cell, split, metric, seed)[0])
+        data = read_json(path)
+        return None if data is None else _get(data, METRIC_KEYS[metric], path)
+
+    def _latency(self, cell: Cell, seed: int) -> float | None:
+        path = self.path(f"{cell.run_dir(seed)}/latency.{cell.tag}.json")
+        data = read_json(path)
+        return None if data is None else _get(data, ("median_ms",), path)
+
+    def significance(self, cell: Cell, baseline: Cell, split: str) -> str:
+        """▲/▼ when every seed's paired bootstrap says better/worse at p < 0.05."""
+        verdicts = []
+        for seed in self.plan.seeds:
+            path = self.path(bootstrap_file(cell, baseline, split, seed))
+            data = read_json(path)
+            if data is None:
+                return ""
+            verdicts.append(data.get("significance"))
+        if all(v == "better" for v in verdicts):
+            return BETTER
+        if all(v == "worse" for v in verdicts):
+            return WORSE
+        return ""
+
+
+def write_report(plan: Plan, results_dir: Path, out: Path, root: Path) -> list[Path]:
+    """Write tables.md (at `out`) and the requested figures (under `out`'s figures/) from the
+    runs in `results_dir`; `root` is the repository whose commit goes into the provenance."""
+    root, out = Path(root).resolve(), Path(out).resolve()
+    results = Results(plan, Path(results_dir).resolve())
+    lines = ["# Results", "",
+             "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
+             "paper's. Each table's source paper is named under its heading."]
+    toy = sorted({cell.dataset for t in plan.tables for _, _, cell in plan.table_cells(t)
+                  if plan.config["datasets"][cell.dataset]["kind"] == "toyworld"}
+                 | {c.dataset for f in plan.figures for c in plan.figure_cells(f)
+                    if plan.config["datasets"][c.dataset]["kind"] == "toyworld"})
     if toy:
-        lines.append(
-            f"Datasets {', '.join(toy)} are generated toy worlds: "
-            "**toy-world numbers; not comparable to the papers**."
-        )
-    for name, definition in definitions:
-        dataset = definition["dataset"]
-        rows = [
-            _table_row(experiment, _row_runs(dataset, experiment, seeds, runs, loaded, root),
-                       out.parent)
-            for experiment in definition["rows"]
-        ]
-        lines += ["", f"## {name}", "", f"{definition['caption']} (dataset: {dataset})", "",
-                  _markdown(pd.DataFrame(rows))]
-    all_runs = [_all_runs_row(key, runs[key], run, out.parent) for key, run in loaded.items()]
-    lines += ["", "## All runs", "", _markdown(pd.DataFrame(all_runs)) if all_runs else "(none)"]
-    lines += ["", "## Provenance", "", *_provenance(config, root, list(loaded.values()))]
-    write_text(out, "\n".join(lines) + "\n")
+        lines.append(f"Datasets {', '.join(toy)} are generated toy worlds: **toy-world numbers; "
+                     "not comparable to the papers**, so their cells show ours alone.")
+    for table in plan.tables:
+        lines += ["", *_table_section(plan, results, table, out.parent)]
+    written = []
+    if plan.figures:
+        lines += ["", "## Figures", ""]
+        for figure in plan.figures:
+            paths, caption = figures.draw(plan, results, figure, out.parent / "figures")
+            written += paths
+            png = Path(os.path.relpath(paths[0], out.parent)).as_posix()
+            lines += [f"### {figure.name}", "", f"![{figure.name}]({quote(png)})", "",
+                      caption, ""]
+    lines += ["", "## Provenance", "",
+              *_provenance(plan.config, root, _run_records(plan, results))]
+    write_text(out, "\n".join(lines).rstrip() + "\n")
+    return [out, *written]
 
 
-def _config(config: dict, key: str) -> list:
-    if key not in config:
-        raise InputError(f"config: missing key '{key}'")
-    return config[key]
+def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> list[str]:
+    paper = plan.catalogue.papers.get(table.paper, {})
+    cells = plan.table_cells(table)
+    comparable = {j: plan.comparable(col.dataset, cells[j][2].dataset)
+                  for j, col in enumerate(table.columns)}
+    rows, shared = [], {}
+    for i, row in enumerate(table.rows):
+        rendered: dict[str, str] = {"": row.label}
+        run_links: dict[str, str] = {}
+        for j, col in enumerate(table.columns):
+            cell = cells[i * len(table.columns) + j][2]
+            rendered[col.label] = _cell_text(plan, results, table, j, row.reported.get(col.key),
+                                             cell, comparable[j])
+            if cell.run is not None:
+                for seed in plan.seeds:
+                    run_dir = cell.run_dir(seed)
+                    run_links[run_dir] = _link(run_dir.removeprefix("results/runs/"),
+                                               results.path(run_dir), base)
+                members = plan.sharing(cell.dataset, cell.run)
+                if len(members) > 1:
+                    shared[f"{cell.dataset}/{cell.run}"] = members
+        rendered["runs"] = " ".join(run_links.values()) or "-"
+        rows.append(rendered)
+    lines = [f"## {table.name}", "",
+             f"{paper.get('citation', table.paper)}: *{paper.get('title', '')}*", "",
+             table.caption, "", _markdown(pd.DataFrame(rows)), ""]
+    notes = []
+    if table.baseline is not None:
+        notes.append(f"{BETTER}/{WORSE}: significantly better/worse than the baseline row "
+                     f"({table.baseline}) in every seed (compare-mt paired bootstrap, BLEU, "
+                     f"{plan.config['analysis']['bootstrap_samples']} resamples, p < 0.05).")
+    if len(plan.seeds) > 1:
+        notes.append(f"Ours: mean ± sample std over seeds {', '.join(map(str, plan.seeds))}.")
+    if not all(comparable.values()):
+        notes.append("Columns on data other than the paper's show ours alone; the paper's "
+                     "numbers for them are listed below.")
+    for run, members in sorted(shared.items()):
+        notes.append(f"Run {run} trains {', '.join(members)}: their settings are identical on "
+                     "this dataset.")
+    lines += [f"- {n}" for n in notes]
+    if not all(comparable.values()):
+        reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
+                                       for col in table.columns}} for row in table.rows]
+        lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",
+                  _markdown(pd.DataFrame(reported))]
+    notes = [f"{row.label}: {row.note}" for row in table.rows if row.note]
+    if notes:
+        lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
+    return lines
 
 
-def _definition(config: dict, name: str) -> dict:
-    definition = config.get("table_definitions", {}).get(name)
-    if definition is None:
-        raise InputError(f"config: tables lists '{name}' but table_definitions.{name} is not set")
-    for key in ("caption", "dataset", "rows"):
-        if key not in definition:
-            raise InputError(f"config: missing key 'table_definitions.{name}.{key}'")
-    return definition
+def _cell_text(plan: Plan, results: Results, table: Table, column: int,
+               reported: float | None, cell: Cell, comparable: bool) -> str:
+    col = table.columns[column]
+    paper = f"paper {_reported(reported, col.metric)}"
+    if cell.status == EXTERNAL:
+        return f"external; {paper}" if comparable else "external (quoted by the paper)"
+    if cell.status == NOT_IMPLEMENTED:
+        return NOT_IMPLEMENTED
+    baseline = plan.baseline_cell(table, column)
+    if col.metric == "speedup" and baseline is None:
+        return "no baseline"
+    values = [results.measure(cell, col.split, col.metric, seed, baseline)
+              for seed in plan.seeds]
+    done = [v for v in values if v is not None]
+    if not done:
+        return MISSING
+    text = _format(done, col.metric)
+    if len(done) < len(values):
+        text += f" ({len(values) - len(done)} of {len(values)} seeds missing)"
+    if (baseline is not None and col.metric in ("bleu_tokenized", "sacrebleu")
+            and (baseline.run, baseline.tag) != (cell.run, cell.tag)):
+        text += results.significance(cell, baseline, col.split)
+    if comparable and reported is not None:
+        diff = statistics.mean(done) - reported
+        text += f" ({paper}, Δ {diff:+.2f})"
+    elif comparable:
+        text += f" ({paper})"
+    return text
 
 
-def _absolute(run_dir: str | os.PathLike, root: Path) -> Path:
-    return Path(os.path.normpath(root / run_dir))
-
-
-def _run_key(run_dir: Path) -> tuple[str, str, int]:
-    match = SEED_DIR.fullmatch(run_dir.name)
-    if match is None:
-        raise InputError(f"{run_dir}: a run directory must be .../{{dataset}}/{{experiment}}/seedN")
-    return run_dir.parent.parent.name, run_dir.parent.name, int(match.group(1))
-
-
-def _row_runs(dataset: str, experiment: str, seeds: list[int], runs: dict, loaded: dict,
-              root: Path) -> list[tuple[int, Path, dict | None]]:
-    """The runs of one table row: the configured seeds plus any other seed given for it."""
-    given = {k[2] for k in runs if k[:2] == (dataset, experiment)}
-    result = []
-    for seed in sorted(set(seeds) | given):
-        key = (dataset, experiment, seed)
-        if key in runs:
-            result.append((seed, runs[key], loaded[key]))
-        else:
-            path = root / "results" / "runs" / dataset / experiment / f"seed{seed}"
-            result.append((seed, path, load_run(path)))
-    return result
-
-
-def _table_row(experiment: str, row_runs: list[tuple[int, Path, dict | None]],
-               base: Path) -> dict:
-    done = [run for _, _, run in row_runs if run is not None]
-    missing = [f"seed{seed}" for seed, _, run in row_runs if run is None]
-
-    def cell(key: str, summarize: Callable[[list[float]], str]) -> str:
-        return summarize([float(_get(run, key)) for run in done]) if done else MISSING
-
-    seeds = f"{len(done)} of {len(row_runs)} ({', '.join(missing)} missing)" if missing else (
-        str(len(done)))
-    return {
-        "experiment": experiment,
-        "BLEU (tokenized)": cell("bleu.tokenized", _bleu),
-        "sacreBLEU": cell("bleu.sacrebleu", _bleu),
-        "#params total": cell("params.total", _params),
-        "#params trained": cell("params.trained", _params),
-        "training time": cell("train.seconds", _time),
-        "seeds": seeds,
-        "runs": " ".join(
-            _link(f"seed{seed}", path, base) + ("" if run is not None else f" {MISSING}")
-            for seed, path, run in row_runs
-        ),
-    }
-
-
-def _get(run: dict, dotted: str) -> object:
-    value = run
-    for part in dotted.split("."):
-        value = value[part]
-    return value
-
-
-def _spread(values: list[float], fmt: Callable[[float], str]) -> str:
-    """One seed as is; several as mean ± sample standard deviation."""
+def _format(values: list[float], metric: str) -> str:
+    if metric in COUNTS:
+        fmt: Callable[[float], str] = _count
+        if len(set(values)) == 1:
+            return fmt(values[0])
+    elif metric == "speedup":
+        def fmt(v: float) -> str:
+            return f"{v:.2f}x"
+    elif metric == "latency_ms":
+        def fmt(v: float) -> str:
+            return f"{v:.1f} ms"
+    else:
+        def fmt(v: float) -> str:
+            return f"{v:.2f}"
     if len(values) == 1:
         return fmt(values[0])
     return f"{fmt(statistics.mean(values))} ± {fmt(statistics.stdev(values))}"
 
 
-def _bleu(values: list[float]) -> str:
-    return _spread(values, _two_decimals)
-
-
-def _time(values: list[float]) -> str:
-    return _spread(values, _duration)
-
-
-def _params(values: list[float]) -> str:
-    """Parameter counts should not depend on the seed; show a spread only when they do."""
-    return _count(values[0]) if len(set(values)) == 1 else _spread(values, _count)
-
-
-def _two_decimals(value: float) -> str:
-    return f"{value:.2f}"
+def _reported(value: float | None, metric: str) -> str:
+    if value is None:
+        return "-"
+    return _format([value], metric)
 
 
 def _count(value: float) -> str:
+    """Parameter counts as the papers print them (74M), exact below a million."""
+    if value >= 1e6:
+        return f"{value / 1e6:.1f}M".replace(".0M", "M")
     return f"{value:,.0f}"
-
-
-def _duration(seconds: float) -> str:
-    """Human-readable time: 42.3s, 3m 12s, 2h 05m."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m {whole % 60:02d}s"
-    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
 def _link(text: str, target: Path, base: Path) -> str:
     return f"[{text}]({quote(Path(os.path.relpath(target, base)).as_posix())})"
 
 
-def _all_runs_row(key: tuple[str, str, int], path: Path, run: dict | None, base: Path) -> dict:
-    dataset, experiment, seed = key
-
-    def cell(dotted: str, fmt: Callable[[float], str]) -> str:
-        return MISSING if run is None else fmt(float(_get(run, dotted)))
-
-    return {
-        "dataset": dataset,
-        "experiment": experiment,
-        "seed": str(seed),
-        "BLEU (tokenized)": cell("bleu.tokenized", _two_decimals),
-        "sacreBLEU": cell("bleu.sacrebleu", _two_decimals),
-        "#params total": cell("params.total", _count),
-        "#params trained": cell("params.trained", _count),
-        "training time": cell("train.seconds", _duration),
-        "device": MISSING if run is None else str(_get(run, "train.device")),
-        "run": _link(path.name, path, base),
-    }
-
-
 def _markdown(frame: pd.DataFrame) -> str:
     """A GitHub table of string cells, kept as written (no number re-parsing), pipes escaped."""
-    frame = frame.map(lambda text: text.replace("|", "\\|"))
+    frame = frame.map(lambda text: str(text).replace("|", "\\|"))
     return frame.to_markdown(index=False, disable_numparse=True)
 
 
-def _provenance(config: dict, root: Path, runs: list[dict | None]) -> list[str]:
-    done = [run for run in runs if run is not None]
+def _run_records(plan: Plan, results: Results) -> list[dict]:
+    records = []
+    for target in plan.targets():
+        if Path(target).name.startswith("metrics."):
+            data = read_json(results.path(target))
+            if data is not None:
+                records.append(data)
+    return records
+
+
+def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
     config_hash = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    devices = sorted({str(_get(run, "train.device")) for run in done})
+    devices = sorted({str(run.get("train", {}).get("device")) for run in runs})
     lines = [
         f"- git commit: {_git_commit(root)}",
         f"- config hash: {config_hash} (sha256 of the config as sorted JSON)",
@@ -251,8 +284,8 @@ def _provenance(config: dict, root: Path, runs: list[dict | None]) -> list[str]:
         "- BLEU signatures seen in runs:",
     ]
     signatures = sorted(
-        {("sacreBLEU", str(_get(run, "bleu.signature"))) for run in done}
-        | {("tokenized", str(_get(run, "bleu.tokenized_signature"))) for run in done}
+        {("sacreBLEU", str(run["bleu"]["signature"])) for run in runs}
+        | {("tokenized", str(run["bleu"]["tokenized_signature"])) for run in runs}
     )
     lines += [f"  - {kind}: `{signature}`" for kind, signature in signatures] or ["  - none"]
     return lines

@@ -24,10 +24,13 @@ from tqdm import tqdm
 from methods import get_method
 from nmtbench import checkpoints
 from nmtbench.data import ParallelData
+from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
-from nmtbench.fileio import write_json, write_lines
+from nmtbench.fileio import read_lines, write_json, write_lines
 from nmtbench.method import Method
+from nmtbench.metrics import multi_bleu_perl
 from nmtbench.tokenization import load_tokenizer, vocab_of
+from nmtbench.translate import translate_lines
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ class TrainConfig:
     max_positions: int = 256
     train_pairs: int | None = None  # use only the first N training pairs (data-size studies)
     log_interval: int = 50
+    valid_bleu: bool = False  # greedy-decode the valid set after every epoch (BLEU curves)
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any]) -> TrainConfig:
@@ -61,14 +65,6 @@ class TrainConfig:
         if "adam_betas" in values:
             values["adam_betas"] = tuple(values["adam_betas"])
         return cls(**values)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {name!r} requested but CUDA is not available")
-    return torch.device(name)
 
 
 def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
@@ -185,6 +181,16 @@ class Trainer:
             tokens += n
         return total / max(tokens, 1)
 
+    @torch.no_grad()
+    def valid_bleu(self) -> float:
+        """Tokenized BLEU of greedy decoding on the valid set (case-sensitive), like fairseq's
+        --eval-bleu; the curve figures plot it against epochs or steps."""
+        self.model.eval()
+        sources = read_lines(self.paths["valid_src"])
+        hyps = translate_lines(self.model, self.src_tok, self.tgt_tok, sources, beam=1)
+        refs = read_lines(self.paths["valid_tgt"])
+        return multi_bleu_perl(lowercase=False).corpus_score(hyps, [refs]).score
+
     def _end_epoch(self) -> bool:
         """Validate, save checkpoints; return True when training should stop."""
         valid = self.validate()
@@ -194,8 +200,10 @@ class Trainer:
             self.epochs_without_improvement = 0
         else:
             self.epochs_without_improvement += 1
-        self._log({"event": "valid", "valid_loss": valid, "best_valid_loss": self.best_valid,
-                   "seconds": round(self.seconds, 2)})
+        record = {"valid_loss": valid, "best_valid_loss": self.best_valid}
+        if self.tc.valid_bleu:
+            record["valid_bleu"] = self.valid_bleu()
+        self._log({"event": "valid", **record, "seconds": round(self.seconds, 2)})
         finished_epoch = self.epoch
         self.epoch, self.offset = self.epoch + 1, 0
         state = self._state()

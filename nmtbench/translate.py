@@ -13,11 +13,11 @@ from tqdm import tqdm
 from methods import get_method
 from nmtbench import checkpoints
 from nmtbench.decoding import beam_search
+from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.method import Method
 from nmtbench.tokenization import decode, load_tokenizer, vocab_of
-from nmtbench.trainer import resolve_device
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
@@ -50,24 +50,20 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     return model, src_tok, tgt_tok, cfg
 
 
-def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
-                   beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
-                   max_len_a: float = 1.2, max_len_b: int = 10, batch_size: int = 64,
-                   checkpoint: str = "best", average_last: int = 0,
-                   device: str = "auto") -> dict[str, Any]:
-    """Decode every line of src_path into out_path (same order); return decoding settings."""
-    model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, device)
+def translate_lines(model: Method, src_tok: Any, tgt_tok: Any, lines: list[str], *,
+                    beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
+                    max_len_a: float = 1.2, max_len_b: int = 10, batch_size: int = 64,
+                    progress: str | None = None) -> list[str]:
+    """Translate `lines` (same order) with beam search, batching sentences of similar length."""
     if model.decoding != "beam":
         raise InputError(f"method decodes with {model.decoding!r}, which is not available yet")
-    lines = read_lines(src_path)
     encoded = src_tok(lines, add_special_tokens=True)["input_ids"]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     hyps: list[str] = [""] * len(lines)
     vocab = vocab_of(tgt_tok)
     dev = next(model.parameters()).device
-    start = time.perf_counter()
-    with tqdm(total=len(lines), desc=f"decode {src_path}", unit="sent", disable=None,
-              mininterval=5) as bar:
+    with tqdm(total=len(lines), desc=progress, unit="sent", mininterval=5,
+              disable=None if progress else True) as bar:
         for first in range(0, len(order), batch_size):
             chunk = order[first:first + batch_size]
             longest = max(len(encoded[i]) for i in chunk)
@@ -78,11 +74,27 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
                 outputs = beam_search(model, src.to(dev), beam=beam, bos=vocab.bos, eos=vocab.eos,
                                       pad=vocab.pad, max_len_a=max_len_a, max_len_b=max_len_b,
                                       lenpen=lenpen, lenpen_form=lenpen_form)
-            for i, ids in zip(chunk, outputs, strict=False):
+            for i, ids in zip(chunk, outputs, strict=True):
                 hyps[i] = decode(tgt_tok, ids)
             bar.update(len(chunk))
+    return hyps
+
+
+def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
+                   beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
+                   max_len_a: float = 1.2, max_len_b: int = 10, batch_size: int = 64,
+                   checkpoint: str = "best", average_last: int = 0,
+                   device: str = "auto") -> dict[str, Any]:
+    """Decode every line of src_path into out_path (same order); return decoding settings."""
+    model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, device)
+    start = time.perf_counter()
+    hyps = translate_lines(model, src_tok, tgt_tok, read_lines(src_path), beam=beam,
+                           lenpen=lenpen, lenpen_form=lenpen_form, max_len_a=max_len_a,
+                           max_len_b=max_len_b, batch_size=batch_size,
+                           progress=f"decode {src_path}")
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
     return {"beam": beam, "lenpen": lenpen, "lenpen_form": lenpen_form, "batch_size": batch_size,
+            "max_len_a": max_len_a, "max_len_b": max_len_b,
             "checkpoint": f"average_last_{average_last}" if average_last else checkpoint,
-            "seconds": round(seconds, 2), "device": dev.type}
+            "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device)}

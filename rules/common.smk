@@ -6,7 +6,9 @@ from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
 
 try:
-    nmtconfig.check(config, workflow.source_path("../config/schema.yaml"))
+    PLAN = nmtconfig.check(
+        config, f"{workflow.basedir}/config/schema.yaml", f"{workflow.basedir}/papers"
+    )
 except InputError as err:
     print(f"config error: {err}", file=sys.stderr)
     sys.exit(1)
@@ -14,9 +16,14 @@ except InputError as err:
 
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.-]+",
-    experiment=r"[A-Za-z0-9_.-]+",
+    experiment=r"[A-Za-z0-9_-]+",
     seed=r"\d+",
     side=r"src|tgt",
+    split=r"valid|test",
+    tag=r"[A-Za-z0-9-]+",
+    baseline=r"[A-Za-z0-9_-]+",
+    btag=r"[A-Za-z0-9-]+",
+    cutoffs=r"[0-9-]+",
 
 
 RUN = "results/runs/{dataset}/{experiment}/seed{seed}"
@@ -25,6 +32,18 @@ SPLITS = ["train", "valid", "test"]
 
 def toy_datasets():
     return [d for d, spec in config["datasets"].items() if spec["kind"] == "toyworld"]
+
+
+def real_datasets():
+    return [d for d, spec in config["datasets"].items() if spec["kind"] != "toyworld"]
+
+
+def tokenizer_corpora(wildcards):
+    """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
+    corpora = [prepared(wildcards.dataset, f"train.{wildcards.side}")]
+    if dataset_spec(wildcards)["kind"] == "toyworld":
+        corpora.insert(0, prepared(wildcards.dataset, f"mono.{wildcards.side}"))
+    return corpora
 
 
 def dataset_spec(wildcards):
@@ -48,21 +67,8 @@ def run_file(name):
     return f"{RUN}/{name}"
 
 
-def run_dirs():
-    return [
-        RUN.format(dataset=d, experiment=e, seed=s)
-        for d, e, s in nmtconfig.requested_runs(config)
-    ]
-
-
 def final_outputs():
-    # The runs are targets themselves: a clone ships the default's tables.md, which must not
-    # make Snakemake think there is nothing to do.
-    return run_metrics() + ["results/tables.md"]
-
-
-def run_metrics():
-    return [f"{run}/metrics.json" for run in run_dirs()]
+    return PLAN.targets() + ["results/tables.md"] + PLAN.figure_outputs()
 
 
 def train_inputs(wildcards):
@@ -77,12 +83,12 @@ def train_inputs(wildcards):
 
 def experiment_json(wildcards):
     return nmtconfig.as_json(
-        nmtconfig.experiment_config(config, wildcards.experiment, int(wildcards.seed))
+        PLAN.train_settings(wildcards.dataset, wildcards.experiment, int(wildcards.seed))
     )
 
 
 def decode_settings(wildcards):
-    return nmtconfig.decode_config(config, wildcards.experiment)
+    return PLAN.decode_for_tag(wildcards.tag)
 
 
 def resource(rule, key):

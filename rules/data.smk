@@ -17,9 +17,25 @@ rule toyworld:
         "--world {params.world:q} > {log:q} 2>&1"
 
 
+rule prepare:
+    output:
+        expand(prepared("{{dataset}}", "{split}.{side}"), split=SPLITS, side=["src", "tgt"]),
+    params:
+        kind=lambda w: dataset_spec(w)["kind"],
+    conda:
+        "../envs/nmtbench.yaml"
+    log:
+        "logs/data/{dataset}/prepare.log",
+    wildcard_constraints:
+        dataset="|".join(real_datasets()) or "^$",
+    shell:
+        "python -m nmtbench prepare --dataset {wildcards.dataset:q} --kind {params.kind:q} "
+        "> {log:q} 2>&1"
+
+
 rule tokenizer:
     input:
-        lambda w: [prepared(w.dataset, f"mono.{w.side}"), prepared(w.dataset, f"train.{w.side}")],
+        tokenizer_corpora,
     output:
         tokenizer_file("{dataset}", "{side}"),
     params:

@@ -1,13 +1,14 @@
-# Evaluation: BLEU both ways (tokenized = multi-bleu.perl, sacreBLEU with signature) + params.
+# Evaluation: BLEU both ways (tokenized = multi-bleu.perl, sacreBLEU with signature), ROUGE,
+# params; per split and decoding setting.
 
 
 rule evaluate:
     input:
-        hyp=run_file("hyp.test.txt"),
-        info=run_file("decode.test.json"),
-        ref=lambda w: prepared(w.dataset, "test.tgt"),
+        hyp=run_file("hyp.{split}.{tag}.txt"),
+        info=run_file("decode.{split}.{tag}.json"),
+        ref=lambda w: prepared(w.dataset, f"{w.split}.tgt"),
     output:
-        run_file("metrics.json"),
+        run_file("metrics.{split}.{tag}.json"),
     params:
         run_dir=lambda w, input: os.path.dirname(input.hyp),
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
@@ -15,8 +16,8 @@ rule evaluate:
     conda:
         "../envs/nmtbench.yaml"
     log:
-        "logs/evaluate/{dataset}/{experiment}/seed{seed}.log",
+        "logs/evaluate/{dataset}/{experiment}/seed{seed}.{split}.{tag}.log",
     shell:
-        "python -m nmtbench evaluate --run-dir {params.run_dir:q} --split test "
-        "--hyp {input.hyp:q} --ref {input.ref:q} --out {output:q} {params.lowercase} "
-        "--detok-lang {params.detok_lang:q} > {log:q} 2>&1"
+        "python -m nmtbench evaluate --run-dir {params.run_dir:q} --split {wildcards.split} "
+        "--hyp {input.hyp:q} --info {input.info:q} --ref {input.ref:q} --out {output:q} "
+        "{params.lowercase} --detok-lang {params.detok_lang:q} > {log:q} 2>&1"

@@ -1,19 +1,29 @@
-# Report: results/tables.md from the requested tables' runs, with provenance.
+# Report: results/tables.md (paper vs ours) and the figures, from the requested items' runs.
 
 
 rule report:
     input:
-        run_metrics(),
+        PLAN.targets(),
     output:
-        "results/tables.md",
+        tables=report(
+            "results/tables.md",
+            caption="../report/tables.rst",
+            category="Tables",
+        ),
+        figures=[
+            report(path, caption="../report/figure.rst", category="Figures")
+            for path in PLAN.figure_outputs()
+            if path.endswith(".png")
+        ],
+        pdfs=[path for path in PLAN.figure_outputs() if path.endswith(".pdf")],
     params:
         config=lambda w: nmtconfig.as_json(config),
-        runs=run_dirs(),
         root=workflow.basedir,
     conda:
         "../envs/nmtbench.yaml"
     log:
         "logs/report.log",
     shell:
-        "python -m nmtbench report --config {params.config:q} --runs {params.runs:q} "
-        "--out {output:q} --root {params.root:q} > {log:q} 2>&1"
+        "python -m nmtbench report --config {params.config:q} --results results "
+        "--out {output.tables:q} "
+        "--root {params.root:q} > {log:q} 2>&1"

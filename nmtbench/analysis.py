@@ -1,0 +1,86 @@
+"""compare-mt analyses of one system's output: paired bootstrap against a baseline, and BLEU by
+output-length bucket. Both work on the tokenized text that tokenized BLEU scores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from compare_mt import scorers, sign_utils
+from compare_mt.bucketers import LengthSentenceBucketer
+
+from nmtbench.errors import InputError
+from nmtbench.fileio import read_lines, write_json
+from nmtbench.metrics import multi_bleu_perl
+
+P_VALUE = 0.05
+
+
+def _corpus(path: str | Path, lowercase: bool) -> list[list[str]]:
+    lines = read_lines(path)
+    return [(line.lower() if lowercase else line).split() for line in lines]
+
+
+def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool) -> list[list[list[str]]]:
+    corpora = [_corpus(p, lowercase) for p in (ref, *outs)]
+    for path, corpus in zip(outs, corpora[1:], strict=True):
+        if len(corpus) != len(corpora[0]):
+            raise InputError(f"{path} has {len(corpus)} lines but {ref} has {len(corpora[0])}")
+    return corpora
+
+
+def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out: str | Path, *,
+                     samples: int, seed: int, lowercase: bool) -> dict[str, Any]:
+    """compare-mt's paired bootstrap (BLEU, half-size resamples): is `hyp` better than baseline?
+
+    p_better is the share of resamples where the system does not beat the baseline; a cell is
+    marked significantly better when it is below 0.05 (and worse, symmetrically).
+    """
+    ref_c, hyp_c, base_c = _parallel(ref, hyp, baseline, lowercase=lowercase)
+    np.random.seed(seed)  # compare-mt samples with numpy's global generator
+    wins, stats = sign_utils.eval_with_paired_bootstrap(
+        ref_c, [hyp_c, base_c], None, scorers.BleuScorer(), compare_directions=[(0, 1)],
+        num_samples=samples)
+    better, worse, _ = wins[0]
+    result = {
+        "samples": samples,
+        "metric": "BLEU (compare-mt, tokenized)",
+        "win_ratio": better,
+        "loss_ratio": worse,
+        "p_better": 1 - better,
+        "p_worse": 1 - worse,
+        "significance": ("better" if 1 - better < P_VALUE
+                         else "worse" if 1 - worse < P_VALUE else "none"),
+        "system": {k: float(v) for k, v in stats[0].items()},
+        "baseline": {k: float(v) for k, v in stats[1].items()},
+    }
+    write_json(out, result)
+    return result
+
+
+def length_buckets(hyp: str | Path, ref: str | Path, out: str | Path, *, cutoffs: list[int],
+                   lowercase: bool) -> dict[str, Any]:
+    """BLEU per output-length bucket, with compare-mt's bucket boundaries and labels.
+
+    compare-mt's length bucketer measures the reference; the papers bucket by the length of the
+    generated output, so the output is what is measured here. Each bucket's BLEU is the tables'
+    tokenized BLEU (multi-bleu.perl), so a bucket of every sentence equals the table cell.
+    """
+    ref_c, hyp_c = _parallel(ref, hyp, lowercase=lowercase)
+    bucketer = LengthSentenceBucketer(bucket_cutoffs=list(cutoffs))
+    members: list[list[int]] = [[] for _ in bucketer.bucket_strs]
+    for i, words in enumerate(hyp_c):
+        members[bucketer.cutoff_into_bucket(len(words))].append(i)
+    bleu = multi_bleu_perl(lowercase)
+    buckets = []
+    for label, index in zip(bucketer.bucket_strs, members, strict=True):
+        score = bleu.corpus_score([" ".join(hyp_c[i]) for i in index],
+                                  [[" ".join(ref_c[i]) for i in index]]).score if index else None
+        buckets.append({"bucket": label, "sentences": len(index),
+                        "bleu": score})
+    result = {"cutoffs": list(cutoffs), "measure": "output length (tokens)",
+              "metric": "tokenized BLEU (multi-bleu.perl)", "buckets": buckets}
+    write_json(out, result)
+    return result

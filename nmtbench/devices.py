@@ -1,0 +1,21 @@
+"""Choosing the device a job runs on, and naming the hardware in results."""
+
+from __future__ import annotations
+
+import torch
+
+from nmtbench.errors import InputError
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` is CUDA when present, else CPU; asking for CUDA without it is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device {name!r} requested but CUDA is not available")
+    return torch.device(name)
+
+
+def hardware_name(device: torch.device) -> str:
+    """The GPU model for CUDA devices, else "cpu" (the report adds the CPU model)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

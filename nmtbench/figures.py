@@ -1,0 +1,168 @@
+"""The papers' figures, redrawn from run directories with matplotlib (PNG and PDF).
+
+Three kinds cover every figure the papers show: a *sweep* (one metric, optionally a second on a
+twin y-axis, against a setting; AB-Net Figure 2), *curves* (valid BLEU per epoch or step from
+the training logs; AB-Net Figure 3a, deep fusion Figure 3) and length *buckets* (BLEU by output
+length, compare-mt's bucketing; BERT-KD Figure 2). Each figure carries a caption naming the runs
+it plots; experiments that cannot be plotted yet are named there too.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from nmtbench.errors import InputError  # noqa: E402
+from nmtbench.fileio import read_json  # noqa: E402
+from nmtbench.papers import Figure  # noqa: E402
+from nmtbench.plan import Cell, Plan, buckets_name  # noqa: E402
+
+if TYPE_CHECKING:
+    from nmtbench.report import Results
+
+METRIC_LABELS = {
+    "bleu_tokenized": "BLEU (tokenized)", "sacrebleu": "sacreBLEU", "rouge1": "ROUGE-1",
+    "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "latency_ms": "latency (ms)",
+    "speedup": "speedup", "params_trained": "#trained parameters",
+    "params_total": "#parameters",
+}
+
+
+def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> tuple[list[Path], str]:
+    """Draw one figure; return its PNG and PDF paths and its caption."""
+    cells = plan.figure_cells(figure)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    plotted = {"sweep": _sweep, "curve": _curve, "buckets": _buckets}[figure.kind](
+        plan, results, figure, cells, ax)
+    skipped = [f"{c.experiment} ({c.status})" for c in cells if c.status != "ok"]
+    missing = [c.experiment for c in cells if c.status == "ok" and c.run not in plotted]
+    runs = sorted({f"results/runs/{c.dataset}/{c.run}" for c in cells if c.run in plotted})
+    paper = plan.catalogue.papers.get(figure.paper, {}).get("citation", figure.paper)
+    caption = (f"{figure.caption} Data: {', '.join(runs) or 'none yet'} "
+               f"(seeds {', '.join(map(str, plan.seeds))}, {figure.split} split). "
+               f"Source figure: {paper}, {figure.name}.")
+    if skipped:
+        caption += f" Not plotted, no method yet: {', '.join(skipped)}."
+    if missing:
+        caption += f" Not plotted, runs unfinished: {', '.join(missing)}."
+    fig.text(0.01, 0.01, "\n".join(textwrap.wrap(caption, 110)), fontsize=6, va="bottom")
+    fig.subplots_adjust(bottom=0.32)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{figure.name}.png", out_dir / f"{figure.name}.pdf"]
+    fig.savefig(paths[0], dpi=150, metadata={"Software": None})
+    fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None})
+    plt.close(fig)
+    return paths, caption
+
+
+def _mean(values: list[float | None]) -> float | None:
+    done = [v for v in values if v is not None]
+    return statistics.mean(done) if done and len(done) == len(values) else None
+
+
+def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) -> set[str]:
+    spec = figure.spec
+    xs, ys, y2s, plotted = [], [], [], set()
+    for x, cell in zip(spec["x"]["values"], cells, strict=True):
+        if cell.status != "ok":
+            continue
+        y = _mean([results.measure(cell, figure.split, spec["y"], s, None) for s in plan.seeds])
+        if y is None:
+            continue
+        y2 = (_mean([results.measure(cell, figure.split, spec["y2"], s, None)
+                     for s in plan.seeds]) if spec.get("y2") else None)
+        xs.append(x)
+        ys.append(y)
+        y2s.append(y2)
+        plotted.add(cell.run)
+    ax.plot(xs, ys, "o-", color="tab:blue", label=f"ours: {METRIC_LABELS[spec['y']]}")
+    reported = spec.get("reported", {})
+    if reported.get("y"):
+        ax.plot(spec["x"]["values"], reported["y"], "o--", color="tab:blue", alpha=0.5,
+                label="paper")
+    ax.set_xlabel(spec["x"]["label"])
+    ax.set_ylabel(METRIC_LABELS[spec["y"]], color="tab:blue")
+    if len(set(spec["x"]["values"])) > 1 and min(spec["x"]["values"]) > 0 and (
+            max(spec["x"]["values"]) / min(spec["x"]["values"]) >= 8):
+        ax.set_xscale("log", base=2)
+    if spec.get("y2"):
+        twin = ax.twinx()
+        twin.plot(xs, y2s, "s-", color="tab:orange",
+                  label=f"ours: {METRIC_LABELS[spec['y2']]}")
+        if reported.get("y2"):
+            twin.plot(spec["x"]["values"], reported["y2"], "s--", color="tab:orange", alpha=0.5)
+        twin.set_ylabel(METRIC_LABELS[spec["y2"]], color="tab:orange")
+    ax.set_title(figure.name)
+    return plotted
+
+
+def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) -> set[str]:
+    axis = figure.spec["axis"]
+    plotted = set()
+    for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
+        if cell.status != "ok":
+            continue
+        per_seed = [_valid_bleu(results.path(f"{cell.run_dir(s)}/train_log.jsonl"), axis)
+                    for s in plan.seeds]
+        if not all(per_seed):
+            continue
+        xs = sorted(set.intersection(*(set(points) for points in per_seed)))
+        ax.plot(xs, [statistics.mean(p[x] for p in per_seed) for x in xs], label=label)
+        plotted.add(cell.run)
+    ax.set_xlabel(axis)
+    ax.set_ylabel(f"BLEU on {figure.split} (greedy)")
+    ax.set_title(figure.name)
+    if plotted:
+        ax.legend(fontsize=8)
+    return plotted
+
+
+def _valid_bleu(log: Path, axis: str) -> dict[int, float]:
+    """{epoch or step: valid BLEU} from a train_log.jsonl (the trainer's `valid` events)."""
+    if not log.is_file():
+        return {}
+    points = {}
+    for number, line in enumerate(log.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise InputError(f"{log}: line {number}: invalid JSON") from None
+        if record.get("event") == "valid" and "valid_bleu" in record:
+            points[record[axis]] = float(record["valid_bleu"])
+    return points
+
+
+def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) -> set[str]:
+    cutoffs = figure.spec["bucket_cutoffs"]
+    bars, labels, plotted = [], [], set()
+    for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
+        if cell.status != "ok":
+            continue
+        data = [read_json(results.path(f"{cell.run_dir(s)}/"
+                                       f"{buckets_name(figure.split, cell.tag, cutoffs)}"))
+                for s in plan.seeds]
+        if not all(data):
+            continue
+        names = [b["bucket"] for b in data[0]["buckets"]]
+        bars.append([_mean([d["buckets"][i]["bleu"] for d in data]) or 0.0
+                     for i in range(len(names))])
+        labels.append(label)
+        plotted.add(cell.run)
+    if bars:
+        width = 0.8 / len(bars)
+        for k, (values, label) in enumerate(zip(bars, labels, strict=True)):
+            ax.bar([i + k * width for i in range(len(values))], values, width, label=label)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names)
+        ax.legend(fontsize=8)
+    ax.set_xlabel("output length (tokens)")
+    ax.set_ylabel(f"BLEU on {figure.split}")
+    ax.set_title(figure.name)
+    return plotted

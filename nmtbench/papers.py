@@ -1,0 +1,191 @@
+"""The source papers' tables and figures as data (`papers/*.yaml`), loaded and cross-checked.
+
+Every file is validated against `papers/schema.yaml`, then its references are checked (rows and
+series name the paper's experiments, `reported` keys name columns, a sweep has one experiment
+per x value), so a typo stops the workflow at DAG-build time with the file and key named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from nmtbench.errors import InputError
+
+PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
+SCHEMA = "schema.yaml"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    dataset: str
+    split: str
+    metric: str
+
+
+@dataclass(frozen=True)
+class Row:
+    experiment: str
+    label: str
+    reported: dict[str, float | None]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One paper table (or a config-defined one: `paper` is then "config")."""
+
+    name: str  # "<paper>.<table>", what `tables:` in the config lists
+    paper: str
+    caption: str
+    columns: list[Column]
+    rows: list[Row]
+    baseline: str | None = None
+
+    def runs(self) -> set[tuple[str, str, str]]:
+        """(paper dataset, experiment, split) of every cell."""
+        return {(c.dataset, r.experiment, c.split) for r in self.rows for c in self.columns}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    paper: str
+    kind: str  # sweep | curve | buckets
+    caption: str
+    dataset: str
+    split: str
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def experiments(self) -> list[str]:
+        if self.kind == "sweep":
+            return list(self.spec["experiments"])
+        return list(self.spec["series"])
+
+
+@dataclass
+class Catalogue:
+    """Every paper's tables, figures and experiments; `sources` says which file defined what."""
+
+    tables: dict[str, Table] = field(default_factory=dict)
+    figures: dict[str, Figure] = field(default_factory=dict)
+    experiments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    papers: dict[str, dict[str, str]] = field(default_factory=dict)  # title, citation, source
+
+    def names(self) -> list[str]:
+        return sorted(self.tables) + sorted(self.figures)
+
+
+def _schema_error(path: Path, error: jsonschema.ValidationError) -> InputError:
+    key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    return InputError(f"{path}: key '{key}': {error.message}")
+
+
+def load_paper(path: Path, validator: jsonschema.Draft202012Validator) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid UTF-8") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise InputError(f"{path}: {where}invalid YAML ({getattr(err, 'problem', err)})") from None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        raise _schema_error(path, error)
+    if data["paper"] != path.stem:
+        raise InputError(f"{path}: key 'paper' is {data['paper']!r} but must equal the file "
+                         f"name {path.stem!r}")
+    _check_references(path, data)
+    return data
+
+
+def _check_references(path: Path, data: dict[str, Any]) -> None:
+    experiments = data["experiments"]
+
+    def known(name: str, key: str) -> None:
+        if name not in experiments:
+            raise InputError(f"{path}: key '{key}': unknown experiment {name!r} (not under "
+                             "'experiments')")
+
+    for tname, table in data["tables"].items():
+        rows = [row["experiment"] for row in table["rows"]]
+        for i, row in enumerate(table["rows"]):
+            known(row["experiment"], f"tables.{tname}.rows.{i}.experiment")
+            for col in row["reported"]:
+                if col not in table["columns"]:
+                    raise InputError(f"{path}: key 'tables.{tname}.rows.{i}.reported.{col}': "
+                                     f"no such column; columns: {', '.join(table['columns'])}")
+        if len(set(rows)) != len(rows):
+            dup = next(r for r in rows if rows.count(r) > 1)
+            raise InputError(f"{path}: key 'tables.{tname}.rows': experiment {dup!r} appears "
+                             "twice (give the variant its own experiment)")
+        if "baseline" in table and table["baseline"] not in rows:
+            raise InputError(f"{path}: key 'tables.{tname}.baseline': {table['baseline']!r} "
+                             "is not one of the table's rows")
+    for fname, figure in data.get("figures", {}).items():
+        if figure["kind"] == "sweep":
+            names = figure["experiments"]
+            if len(names) != len(figure["x"]["values"]):
+                raise InputError(f"{path}: key 'figures.{fname}.experiments': "
+                                 f"{len(names)} experiments for {len(figure['x']['values'])} "
+                                 "x values")
+            for i, name in enumerate(names):
+                known(name, f"figures.{fname}.experiments.{i}")
+        else:
+            names = list(figure["series"])
+            for name in names:
+                known(name, f"figures.{fname}.series.{name}")
+        for name in figure.get("reported", {}):
+            if name not in names and name not in ("y", "y2"):
+                raise InputError(f"{path}: key 'figures.{fname}.reported.{name}': not an "
+                                 "experiment of this figure")
+
+
+def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
+    """Load every `papers/*.yaml`; an experiment defined twice must be defined identically."""
+    papers_dir = Path(papers_dir)
+    schema_path = papers_dir / SCHEMA
+    if not schema_path.is_file():
+        raise InputError(f"{schema_path}: missing (the schema of the paper files)")
+    validator = jsonschema.Draft202012Validator(yaml.safe_load(schema_path.read_text()))
+    catalogue = Catalogue()
+    for path in sorted(papers_dir.glob("*.yaml")):
+        if path.name == SCHEMA:
+            continue
+        data = load_paper(path, validator)
+        paper = data["paper"]
+        catalogue.papers[paper] = {k: data[k] for k in ("title", "citation", "source")
+                                   if k in data}
+        for name, spec in data["experiments"].items():
+            if name in catalogue.experiments and catalogue.experiments[name] != spec:
+                raise InputError(f"{path}: key 'experiments.{name}': defined differently in "
+                                 f"{catalogue.sources[name]}; use another name or the same "
+                                 "settings")
+            catalogue.experiments.setdefault(name, spec)
+            catalogue.sources.setdefault(name, str(path))
+        for tname, table in data["tables"].items():
+            catalogue.tables[f"{paper}.{tname}"] = table_from_spec(f"{paper}.{tname}", paper,
+                                                                   table)
+        for fname, figure in data.get("figures", {}).items():
+            spec = {k: v for k, v in figure.items()
+                    if k not in ("kind", "caption", "dataset", "split")}
+            catalogue.figures[f"{paper}.{fname}"] = Figure(
+                f"{paper}.{fname}", paper, figure["kind"], figure["caption"],
+                figure["dataset"], figure["split"], spec)
+    return catalogue
+
+
+def table_from_spec(name: str, paper: str, spec: dict[str, Any]) -> Table:
+    columns = [Column(key, c["label"], c["dataset"], c["split"], c["metric"])
+               for key, c in spec["columns"].items()]
+    rows = [Row(r["experiment"], r["label"], dict(r["reported"]), r.get("note", ""))
+            for r in spec["rows"]]
+    return Table(name, paper, spec["caption"], columns, rows, spec.get("baseline"))

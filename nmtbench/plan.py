@@ -1,0 +1,272 @@
+"""From the requested tables and figures to the files that fill them: the workflow's plan.
+
+A table cell names (paper dataset, experiment, split, metric). The config maps the paper's
+dataset onto a prepared one (`dataset_map`; the embedded default maps every paper dataset onto
+the toy world) and may adapt experiments per dataset (`datasets.<d>.overrides`, keyed by
+method: the toy world shrinks every Transformer to `tiny`). Two consequences keep the plan small:
+
+- A training run is identified by what it trains. Experiments whose resolved training settings
+  are equal on a dataset share one run directory, named after the experiment that asks for those
+  settings itself (else the alphabetically first); the report says which cells share a run.
+- Decoding is identified by its settings (`decode_tag`), so experiments that differ only in
+  beam or length penalty decode the same trained model twice instead of training it twice.
+
+Cells whose method is not implemented (or is `external`, quoted by the paper from other work)
+need no files; the report shows them as such.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from nmtbench.errors import InputError
+from nmtbench.papers import Catalogue, Figure, Table
+
+EXTERNAL = "external"
+NOT_IMPLEMENTED = "not implemented"
+# Settings that describe an experiment but do not change its training.
+NOT_TRAINING = {"description", "decode"}
+# Settings the papers use that no code serves yet: an experiment using one is not implemented.
+SETTINGS_NOT_BUILT = {"back_translation"}
+DECODE_DEFAULTS = {"max_len_a": 1.2, "max_len_b": 10}
+
+
+def _number(value: float) -> str:
+    return f"{value:g}".replace(".", "p").replace("-", "m")
+
+
+def decode_tag(settings: dict[str, Any]) -> str:
+    """A file-name-safe name for everything in `settings` that changes the hypotheses."""
+    ckpt = (f"avg{settings['average_last']}" if settings.get("average_last")
+            else settings["checkpoint"])
+    tag = (f"beam{settings['beam']}-lp{_number(settings['lenpen'])}-{settings['lenpen_form']}"
+           f"-{ckpt}")
+    for key, default in DECODE_DEFAULTS.items():
+        if settings.get(key, default) != default:
+            tag += f"-{key.replace('_', '')}{_number(settings[key])}"
+    return tag
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Where one (row, column) of a table or one point/series of a figure comes from."""
+
+    dataset: str  # the configured dataset the paper's dataset maps to
+    experiment: str  # as the paper names it
+    status: str  # "ok", NOT_IMPLEMENTED or EXTERNAL
+    run: str | None = None  # the training run's name (shared between identical experiments)
+    tag: str | None = None  # the decoding settings
+
+    def run_dir(self, seed: int) -> str:
+        return f"results/runs/{self.dataset}/{self.run}/seed{seed}"
+
+
+class Plan:
+    """The requested tables/figures of one config, resolved against the paper catalogue."""
+
+    def __init__(self, config: dict[str, Any], catalogue: Catalogue,
+                 implemented: set[str]) -> None:
+        self.config = config
+        self.catalogue = catalogue
+        self.implemented = implemented
+        self.experiments = _merge_experiments(catalogue.experiments,
+                                              config.get("experiments", {}))
+        self.seeds: list[int] = [int(s) for s in config["seeds"]]
+
+    # --- what was asked ----------------------------------------------------------------------
+    @cached_property
+    def names(self) -> list[str]:
+        asked = self.config["tables"]
+        known = self.catalogue.names()
+        if asked == ["all"]:
+            return known
+        for name in asked:
+            if name not in known:
+                raise InputError(f"config key 'tables': unknown table or figure {name!r}; "
+                                 f"known: {', '.join(known)}")
+        return list(dict.fromkeys(asked))
+
+    @property
+    def tables(self) -> list[Table]:
+        return [self.catalogue.tables[n] for n in self.names if n in self.catalogue.tables]
+
+    @property
+    def figures(self) -> list[Figure]:
+        return [self.catalogue.figures[n] for n in self.names if n in self.catalogue.figures]
+
+    # --- resolution --------------------------------------------------------------------------
+    def dataset(self, paper_dataset: str, where: str) -> str:
+        """The configured dataset that stands for the paper's one."""
+        name = self.config.get("dataset_map", {}).get(paper_dataset, paper_dataset)
+        if name not in self.config["datasets"]:
+            raise InputError(f"{where}: dataset {paper_dataset!r} is not configured (add it "
+                             "under 'datasets' or map it under 'dataset_map')")
+        return name
+
+    def comparable(self, paper_dataset: str, dataset: str) -> bool:
+        """Is our number measured on the paper's data (so a difference means something)?"""
+        return (dataset == paper_dataset
+                and self.config["datasets"][dataset]["kind"] != "toyworld")
+
+    def status(self, experiment: str) -> str:
+        spec = self.experiments[experiment]
+        if spec["method"] == EXTERNAL:
+            return EXTERNAL
+        if spec["method"] not in self.implemented or any(spec.get(k) for k in SETTINGS_NOT_BUILT):
+            return NOT_IMPLEMENTED
+        return "ok"
+
+    def train_settings(self, dataset: str, experiment: str, seed: int | None = None,
+                       with_overrides: bool = True) -> dict[str, Any]:
+        """defaults <- experiment <- the dataset's overrides for its method (<- seed)."""
+        spec = self.experiments[experiment]
+        settings = {**self.config["defaults"],
+                    **{k: v for k, v in spec.items() if k not in NOT_TRAINING}}
+        if with_overrides:
+            overrides = self.config["datasets"][dataset].get("overrides", {})
+            settings.update(overrides.get(spec["method"], {}))
+        if seed is not None:
+            settings["seed"] = seed
+        return settings
+
+    def decode_settings(self, dataset: str, experiment: str) -> dict[str, Any]:
+        spec = self.experiments[experiment]
+        overrides = self.config["datasets"][dataset].get("overrides", {})
+        return {**DECODE_DEFAULTS, **self.config["decode"], **spec.get("decode", {}),
+                **overrides.get(spec["method"], {}).get("decode", {})}
+
+    @cached_property
+    def _run_names(self) -> dict[tuple[str, str], str]:
+        """(dataset, experiment) -> the run directory name, for every implemented experiment."""
+        names = {}
+        for dataset in self.config["datasets"]:
+            groups: dict[str, list[str]] = {}
+            for experiment in self.experiments:
+                if self.status(experiment) == "ok":
+                    key = _canonical(self.train_settings(dataset, experiment))
+                    groups.setdefault(key, []).append(experiment)
+            for key, members in groups.items():
+                literal = [e for e in members
+                           if _canonical(self.train_settings(dataset, e, with_overrides=False))
+                           == key]
+                run = min(literal or members)
+                names.update({(dataset, e): run for e in members})
+        return names
+
+    def cell(self, paper_dataset: str, experiment: str, where: str) -> Cell:
+        dataset = self.dataset(paper_dataset, where)
+        status = self.status(experiment)
+        if status != "ok":
+            return Cell(dataset, experiment, status)
+        return Cell(dataset, experiment, status, self._run_names[(dataset, experiment)],
+                    decode_tag(self.decode_settings(dataset, experiment)))
+
+    @cached_property
+    def _decodes(self) -> dict[str, dict[str, Any]]:
+        return {decode_tag(settings): settings
+                for dataset in self.config["datasets"] for experiment in self.experiments
+                if self.status(experiment) == "ok"
+                for settings in [self.decode_settings(dataset, experiment)]}
+
+    def decode_for_tag(self, tag: str) -> dict[str, Any]:
+        """The decoding settings a tag stands for (the rules only see the tag)."""
+        return {"average_last": 0, **self._decodes[tag]}
+
+    def sharing(self, dataset: str, run: str) -> list[str]:
+        """The experiments trained by the run `run` on `dataset`."""
+        return sorted(e for (d, e), r in self._run_names.items() if d == dataset and r == run)
+
+    # --- the files the requested items need --------------------------------------------------
+    def table_cells(self, table: Table) -> list[tuple[int, int, Cell]]:
+        return [(i, j, self.cell(col.dataset, row.experiment,
+                                 f"{table.name} column {col.key!r}"))
+                for i, row in enumerate(table.rows) for j, col in enumerate(table.columns)]
+
+    def figure_cells(self, figure: Figure) -> list[Cell]:
+        return [self.cell(figure.dataset, e, figure.name) for e in figure.experiments()]
+
+    def targets(self) -> list[str]:
+        """Every run output the requested tables and figures read (rule all's inputs)."""
+        files: set[str] = set()
+        for table in self.tables:
+            baseline = self._baseline_cells(table)
+            for _, j, cell in self.table_cells(table):
+                if cell.status != "ok":
+                    continue
+                col = table.columns[j]
+                for seed in self.seeds:
+                    files.update(self.cell_files(cell, col.split, col.metric, seed))
+                    base = baseline.get(j)
+                    if base is not None and col.metric in SIGNIFICANCE_METRICS and (
+                            (base.run, base.tag) != (cell.run, cell.tag)):
+                        files.add(bootstrap_file(cell, base, col.split, seed))
+        for figure in self.figures:
+            for cell in self.figure_cells(figure):
+                if cell.status != "ok":
+                    continue
+                for seed in self.seeds:
+                    files.update(self.figure_files(figure, cell, seed))
+        return sorted(files)
+
+    def _baseline_cells(self, table: Table) -> dict[int, Cell]:
+        if table.baseline is None or self.status(table.baseline) != "ok":
+            return {}
+        return {j: self.cell(col.dataset, table.baseline, table.name)
+                for j, col in enumerate(table.columns)}
+
+    def baseline_cell(self, table: Table, column: int) -> Cell | None:
+        return self._baseline_cells(table).get(column)
+
+    @staticmethod
+    def cell_files(cell: Cell, split: str, metric: str, seed: int) -> list[str]:
+        run = cell.run_dir(seed)
+        if metric in ("latency_ms", "speedup"):
+            return [f"{run}/latency.{cell.tag}.json"]
+        return [f"{run}/metrics.{split}.{cell.tag}.json"]
+
+    @staticmethod
+    def figure_files(figure: Figure, cell: Cell, seed: int) -> list[str]:
+        run = cell.run_dir(seed)
+        if figure.kind == "curve":
+            return [f"{run}/train_summary.json"]
+        if figure.kind == "buckets":
+            return [f"{run}/{buckets_name(figure.split, cell.tag, figure.spec['bucket_cutoffs'])}"]
+        files = [f"{run}/metrics.{figure.split}.{cell.tag}.json"]
+        for metric in filter(None, (figure.spec["y"], figure.spec.get("y2"))):
+            files += Plan.cell_files(cell, figure.split, metric, seed)
+        return files
+
+    def figure_outputs(self) -> list[str]:
+        return [f"results/figures/{f.name}.{ext}" for f in self.figures for ext in ("png", "pdf")]
+
+
+SIGNIFICANCE_METRICS = {"bleu_tokenized", "sacrebleu"}
+
+
+def bootstrap_file(cell: Cell, baseline: Cell, split: str, seed: int) -> str:
+    return (f"{cell.run_dir(seed)}/bootstrap.{split}.{cell.tag}.vs.{baseline.run}."
+            f"{baseline.tag}.json")
+
+
+def buckets_name(split: str, tag: str, cutoffs: list[int]) -> str:
+    return f"buckets.{split}.{tag}.{'-'.join(str(c) for c in cutoffs)}.json"
+
+
+def _canonical(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True)
+
+
+def _merge_experiments(papers: dict[str, dict], config: dict[str, dict]) -> dict[str, dict]:
+    """The papers' experiments, extended and overridden key by key by the config's."""
+    merged = {name: dict(spec) for name, spec in papers.items()}
+    for name, spec in config.items():
+        base = merged.get(name, {})
+        decode = {**base.get("decode", {}), **spec.get("decode", {})}
+        merged[name] = {**base, **spec, **({"decode": decode} if decode else {})}
+        if "method" not in merged[name]:
+            raise InputError(f"config key 'experiments.{name}.method' is missing (the name is "
+                             "not an experiment of any paper, so it needs a method)")
+    return merged

@@ -1,0 +1,40 @@
+# Analyses with compare-mt: paired bootstrap against a table's baseline row (significance
+# marks), and BLEU by output-length bucket (length figures).
+
+
+rule bootstrap:
+    input:
+        hyp=run_file("hyp.{split}.{tag}.txt"),
+        baseline="results/runs/{dataset}/{baseline}/seed{seed}/hyp.{split}.{btag}.txt",
+        ref=lambda w: prepared(w.dataset, f"{w.split}.tgt"),
+    output:
+        run_file("bootstrap.{split}.{tag}.vs.{baseline}.{btag}.json"),
+    params:
+        lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
+        samples=config["analysis"]["bootstrap_samples"],
+    conda:
+        "../envs/nmtbench.yaml"
+    log:
+        "logs/analyze/{dataset}/{experiment}/seed{seed}.bootstrap.{split}.{tag}.{baseline}.{btag}.log",
+    shell:
+        "python -m nmtbench bootstrap --hyp {input.hyp:q} --baseline {input.baseline:q} "
+        "--ref {input.ref:q} --samples {params.samples} --seed {wildcards.seed} "
+        "{params.lowercase} --out {output:q} > {log:q} 2>&1"
+
+
+rule buckets:
+    input:
+        hyp=run_file("hyp.{split}.{tag}.txt"),
+        ref=lambda w: prepared(w.dataset, f"{w.split}.tgt"),
+    output:
+        run_file("buckets.{split}.{tag}.{cutoffs}.json"),
+    params:
+        lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
+        cutoffs=lambda w: w.cutoffs.split("-"),
+    conda:
+        "../envs/nmtbench.yaml"
+    log:
+        "logs/analyze/{dataset}/{experiment}/seed{seed}.buckets.{split}.{tag}.{cutoffs}.log",
+    shell:
+        "python -m nmtbench buckets --hyp {input.hyp:q} --ref {input.ref:q} "
+        "--cutoffs {params.cutoffs} {params.lowercase} --out {output:q} > {log:q} 2>&1"
