@@ -10,10 +10,12 @@ it plots; experiments that cannot be plotted yet are named there too.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -36,12 +38,22 @@ METRIC_LABELS = {
 }
 
 
-def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> tuple[list[Path], str]:
-    """Draw one figure; return its PNG and PDF paths and its caption."""
+@dataclass
+class Drawn:
+    """What a figure shows: its files, caption, and every plotted series as (x, y) points."""
+
+    paths: list[Path]
+    caption: str
+    series: dict[str, list[tuple[Any, float]]] = field(default_factory=dict)
+
+
+def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
+    """Draw one figure from the runs of its cells into out_dir (PNG and PDF)."""
     cells = plan.figure_cells(figure)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    series: dict[str, list[tuple[Any, float]]] = {}
     plotted = {"sweep": _sweep, "curve": _curve, "buckets": _buckets}[figure.kind](
-        plan, results, figure, cells, ax)
+        plan, results, figure, cells, ax, series)
     skipped = [f"{c.experiment} ({c.status})" for c in cells if c.status != "ok"]
     missing = [c.experiment for c in cells if c.status == "ok" and c.run not in plotted]
     runs = sorted({f"results/runs/{c.dataset}/{c.run}" for c in cells if c.run in plotted})
@@ -60,7 +72,7 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> tuple[l
     fig.savefig(paths[0], dpi=150, metadata={"Software": None})
     fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None})
     plt.close(fig)
-    return paths, caption
+    return Drawn(paths, caption, series)
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -68,7 +80,8 @@ def _mean(values: list[float | None]) -> float | None:
     return statistics.mean(done) if done and len(done) == len(values) else None
 
 
-def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) -> set[str]:
+def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
+           series: dict) -> set[str]:
     spec = figure.spec
     xs, ys, y2s, plotted = [], [], [], set()
     for x, cell in zip(spec["x"]["values"], cells, strict=True):
@@ -83,6 +96,7 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) 
         ys.append(y)
         y2s.append(y2)
         plotted.add(cell.run)
+    series[spec["y"]] = list(zip(xs, ys, strict=True))
     ax.plot(xs, ys, "o-", color="tab:blue", label=f"ours: {METRIC_LABELS[spec['y']]}")
     reported = spec.get("reported", {})
     if reported.get("y"):
@@ -94,6 +108,7 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) 
             max(spec["x"]["values"]) / min(spec["x"]["values"]) >= 8):
         ax.set_xscale("log", base=2)
     if spec.get("y2"):
+        series[spec["y2"]] = list(zip(xs, y2s, strict=True))
         twin = ax.twinx()
         twin.plot(xs, y2s, "s-", color="tab:orange",
                   label=f"ours: {METRIC_LABELS[spec['y2']]}")
@@ -104,7 +119,8 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) 
     return plotted
 
 
-def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) -> set[str]:
+def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
+           series: dict) -> set[str]:
     axis = figure.spec["axis"]
     plotted = set()
     for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
@@ -115,7 +131,9 @@ def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) 
         if not all(per_seed):
             continue
         xs = sorted(set.intersection(*(set(points) for points in per_seed)))
-        ax.plot(xs, [statistics.mean(p[x] for p in per_seed) for x in xs], label=label)
+        ys = [statistics.mean(p[x] for p in per_seed) for x in xs]
+        series[label] = list(zip(xs, ys, strict=True))
+        ax.plot(xs, ys, label=label)
         plotted.add(cell.run)
     ax.set_xlabel(axis)
     ax.set_ylabel(f"BLEU on {figure.split} (greedy)")
@@ -140,7 +158,8 @@ def _valid_bleu(log: Path, axis: str) -> dict[int, float]:
     return points
 
 
-def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax) -> set[str]:
+def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
+             series: dict) -> set[str]:
     cutoffs = figure.spec["bucket_cutoffs"]
     bars, labels, plotted = [], [], set()
     for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
@@ -152,9 +171,10 @@ def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax
         if not all(data):
             continue
         names = [b["bucket"] for b in data[0]["buckets"]]
-        bars.append([_mean([d["buckets"][i]["bleu"] for d in data]) or 0.0
-                     for i in range(len(names))])
+        means = [_mean([d["buckets"][i]["bleu"] for d in data]) for i in range(len(names))]
+        bars.append([math.nan if m is None else m for m in means])  # empty bucket: no bar
         labels.append(label)
+        series[label] = list(zip(names, bars[-1], strict=True))
         plotted.add(cell.run)
     if bars:
         width = 0.8 / len(bars)

@@ -125,11 +125,11 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path) -> list[P
     if plan.figures:
         lines += ["", "## Figures", ""]
         for figure in plan.figures:
-            paths, caption = figures.draw(plan, results, figure, out.parent / "figures")
-            written += paths
-            png = Path(os.path.relpath(paths[0], out.parent)).as_posix()
+            drawn = figures.draw(plan, results, figure, out.parent / "figures")
+            written += drawn.paths
+            png = Path(os.path.relpath(drawn.paths[0], out.parent)).as_posix()
             lines += [f"### {figure.name}", "", f"![{figure.name}]({quote(png)})", "",
-                      caption, ""]
+                      drawn.caption, ""]
     lines += ["", "## Provenance", "",
               *_provenance(plan.config, root, _run_records(plan, results))]
     write_text(out, "\n".join(lines).rstrip() + "\n")
