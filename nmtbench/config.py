@@ -53,6 +53,12 @@ def check(config: dict[str, Any], schema_path: str | Path,
     validate(config, schema_path)
     plan = Plan(config, load_catalogue(papers_dir), set(METHODS))
     trainer_keys = {f.name for f in fields(TrainConfig)}
+    methods = set(METHODS) | plan.catalogue.methods  # implemented, or named by the papers
+    for name in config.get("experiments", {}):
+        method = plan.experiments[name]["method"]
+        if method not in methods:  # a typo would otherwise read as "not implemented"
+            raise InputError(f"config key 'experiments.{name}.method': unknown method "
+                             f"{method!r}; known: {', '.join(sorted(methods))}")
     for name, experiment in plan.experiments.items():
         method = experiment["method"]
         if plan.status(name) != "ok":
@@ -69,10 +75,15 @@ def check(config: dict[str, Any], schema_path: str | Path,
                 raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
                                  f"or of method {method!r}")
     for dataset, spec in config["datasets"].items():
-        for method in spec.get("overrides", {}):
+        for method, settings in spec.get("overrides", {}).items():
             if method not in METHODS:
                 raise InputError(f"config key 'datasets.{dataset}.overrides.{method}': unknown "
                                  f"method; known: {', '.join(sorted(METHODS))}")
+            known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | METHODS[method].config_keys()
+            for key in settings:  # checked like an experiment's keys: a typo is never ignored
+                if key not in known:
+                    raise InputError(f"config key 'datasets.{dataset}.overrides.{method}.{key}' "
+                                     f"is not a setting of the trainer or of method {method!r}")
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "

@@ -66,7 +66,7 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
     if missing:
         caption += f" Not plotted, runs unfinished: {', '.join(missing)}."
     fig.text(0.01, 0.01, "\n".join(textwrap.wrap(caption, 110)), fontsize=6, va="bottom")
-    fig.subplots_adjust(bottom=0.32)
+    fig.subplots_adjust(bottom=0.32, left=0.12, right=0.86)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{figure.name}.png", out_dir / f"{figure.name}.pdf"]
     fig.savefig(paths[0], dpi=150, metadata={"Software": None})
@@ -115,6 +115,10 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
         if reported.get("y2"):
             twin.plot(spec["x"]["values"], reported["y2"], "s--", color="tab:orange", alpha=0.5)
         twin.set_ylabel(METRIC_LABELS[spec["y2"]], color="tab:orange")
+        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=8)
+    else:
+        ax.legend(fontsize=8)
     ax.set_title(figure.name)
     return plotted
 

@@ -7,7 +7,8 @@ method: the toy world shrinks every Transformer to `tiny`). Two consequences kee
 
 - A training run is identified by what it trains. Experiments whose resolved training settings
   are equal on a dataset share one run directory, named after the experiment that asks for those
-  settings itself (else the alphabetically first); the report says which cells share a run.
+  settings itself (the dataset's overrides change none of the settings it names; else the
+  alphabetically first); the report says which cells share a run.
 - Decoding is identified by its settings (`decode_tag`), so experiments that differ only in
   beam or length penalty decode the same trained model twice instead of training it twice.
 
@@ -127,7 +128,8 @@ class Plan:
                     **{k: v for k, v in spec.items() if k not in NOT_TRAINING}}
         if with_overrides:
             overrides = self.config["datasets"][dataset].get("overrides", {})
-            settings.update(overrides.get(spec["method"], {}))
+            settings.update({k: v for k, v in overrides.get(spec["method"], {}).items()
+                             if k not in NOT_TRAINING})  # `decode` is decode_settings' part
         if seed is not None:
             settings["seed"] = seed
         return settings
@@ -148,13 +150,20 @@ class Plan:
                 if self.status(experiment) == "ok":
                     key = _canonical(self.train_settings(dataset, experiment))
                     groups.setdefault(key, []).append(experiment)
-            for key, members in groups.items():
-                literal = [e for e in members
-                           if _canonical(self.train_settings(dataset, e, with_overrides=False))
-                           == key]
+            for members in groups.values():
+                literal = [e for e in members if self._asks_for_itself(dataset, e)]
                 run = min(literal or members)
                 names.update({(dataset, e): run for e in members})
         return names
+
+    def _asks_for_itself(self, dataset: str, experiment: str) -> bool:
+        """Do the dataset's overrides keep every training setting the experiment names itself?
+
+        (They may fill in settings it leaves to the defaults: the smoke config's one-layer
+        `tiny` Transformer is still `transformer-tiny`'s run, not `transformer-base`'s.)"""
+        resolved = self.train_settings(dataset, experiment)
+        return all(resolved.get(k) == v for k, v in self.experiments[experiment].items()
+                   if k not in NOT_TRAINING)
 
     def cell(self, paper_dataset: str, experiment: str, where: str) -> Cell:
         dataset = self.dataset(paper_dataset, where)

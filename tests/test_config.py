@@ -1,6 +1,7 @@
-"""Config errors stop with one line naming the key; tables decide the runs."""
+"""Config errors stop with one line naming the key; config files merge like --configfile."""
 
 import copy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,34 +11,77 @@ import yaml
 
 from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
+from nmtbench.papers import PAPERS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "config" / "schema.yaml"
+DEFAULT = ROOT / "config" / "config.yaml"
+SMOKE = ROOT / "config" / "smoke.yaml"
 
 
 @pytest.fixture
 def cfg():
-    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return yaml.safe_load(DEFAULT.read_text())
+
+
+def _runs(plan):
+    return {"/".join(t.split("/")[2:4]) for t in plan.targets()}
 
 
 def test_default_config_is_valid(cfg):
-    nmtconfig.check(cfg, SCHEMA)
+    plan = nmtconfig.check(cfg, SCHEMA)
+    assert plan.names == cfg["tables"]
+    assert plan.seeds == [1]
+
+
+def _experiment(c, **settings):
+    c.setdefault("experiments", {}).setdefault("transformer-tiny", {}).update(settings)
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda c: c["experiments"]["transformer-tiny"].update(max_epochs="ten"),
+    # schema: types, required keys, unknown keys, enums and patterns
+    (lambda c: _experiment(c, max_epochs="ten"),
      "config key 'experiments.transformer-tiny.max_epochs': 'ten' is not of type 'integer'"),
     (lambda c: c.pop("seeds"), "config key 'seeds' is missing"),
+    (lambda c: c.update(seeds=3), "config key 'seeds': 3 is not of type 'array'"),
+    (lambda c: c.update(seeds=["1"]), "config key 'seeds.0': '1' is not of type 'integer'"),
     (lambda c: c["datasets"]["toy"].pop("lowercase"),
      "config key 'datasets.toy.lowercase' is missing"),
-    (lambda c: c["experiments"]["transformer-tiny"].update(method="bert-magic"),
-     "config key 'experiments.transformer-tiny.method': unknown method 'bert-magic'"),
-    (lambda c: c["experiments"]["transformer-tiny"].update(max_epoch=3),
-     "config key 'experiments.transformer-tiny.max_epoch' is not a setting"),
-    (lambda c: c.update(tables=["nope"]), "config key 'tables': unknown table 'nope'"),
-    (lambda c: c["table_definitions"]["toy.baseline"]["rows"].append("ghost"),
-     "config key 'table_definitions.toy.baseline.rows': unknown experiment 'ghost'"),
+    (lambda c: c.update(tabels=["toyworld.table1"]),
+     "config key '(top level)': Additional properties are not allowed ('tabels' was "
+     "unexpected)"),
+    (lambda c: c.update(device="gpu"), "config key 'device': 'gpu' does not match"),
+    (lambda c: c.update(tables=[]), "config key 'tables': "),
+    (lambda c: c["datasets"]["toy"].update(kind="wmt99"),
+     "config key 'datasets.toy.kind': 'wmt99' is not one of"),
+    (lambda c: c["defaults"].update(lr=0), "config key 'defaults.lr': 0 is less than"),
     (lambda c: c["decode"].update(lenpen_form="linear"), "config key 'decode.lenpen_form'"),
+    (lambda c: c["decode"].update(beem=3),
+     "config key 'decode': Additional properties are not allowed ('beem' was unexpected)"),
+    (lambda c: _experiment(c, decode={"beam": 0}),
+     "config key 'experiments.transformer-tiny.decode.beam': 0 is less than the minimum"),
+    (lambda c: c["resources"]["train"].pop("gpu"),
+     "config key 'resources.train.gpu' is missing"),
+    # references: methods, settings, datasets, tables
+    (lambda c: _experiment(c, method="bert-magic"),
+     "config key 'experiments.transformer-tiny.method': unknown method 'bert-magic'"),
+    (lambda c: _experiment(c, max_epoch=3),
+     "config key 'experiments.transformer-tiny.max_epoch' is not a setting of the trainer "
+     "or of method 'transformer'"),
+    (lambda c: c.setdefault("experiments", {}).update({"brand-new": {"size": "tiny"}}),
+     "config key 'experiments.brand-new.method' is missing"),
+    (lambda c: c["defaults"].update(max_epoch=3),
+     "config key 'defaults.max_epoch' is not a setting of the trainer"),
+    (lambda c: c["dataset_map"].update({"wmt14-en-de": "wmt14"}),
+     "config key 'dataset_map.wmt14-en-de': unknown dataset 'wmt14'"),
+    (lambda c: c["datasets"]["toy"]["overrides"].update({"bert-magic": {"size": "tiny"}}),
+     "config key 'datasets.toy.overrides.bert-magic': unknown method; known: transformer"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(sise="tiny"),
+     "config key 'datasets.toy.overrides.transformer.sise' is not a setting of the trainer"),
+    (lambda c: c.update(tables=["nope"]),
+     "config key 'tables': unknown table or figure 'nope'; known: abnet2020.table1"),
+    (lambda c: c["dataset_map"].pop("iwslt14-de-en"),
+     "abnet2020.table1: dataset 'iwslt14-de-en' is not configured"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)
@@ -48,32 +92,117 @@ def test_invalid_config_names_the_key(cfg, mutate, message):
     assert "\n" not in str(err.value)
 
 
+def test_known_but_unimplemented_method_is_not_an_error(cfg):
+    # a paper's method with no module yet is "not implemented", not a typo
+    _experiment(cfg, method="abnet")
+    plan = nmtconfig.check(cfg, SCHEMA)
+    assert plan.status("transformer-tiny") == "not implemented"
+    assert "toy/transformer-tiny" not in _runs(plan)
+
+
+def test_a_bad_paper_file_stops_check_with_its_name(cfg, tmp_path):
+    shutil.copytree(PAPERS_DIR, tmp_path / "papers")
+    bad = tmp_path / "papers" / "toyworld.yaml"
+    bad.write_text(bad.read_text().replace("baseline: transformer-tiny-500",
+                                           "baseline: transformer-tiny-5000"))
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, SCHEMA, tmp_path / "papers")
+    assert str(err.value).startswith(f"{bad}: key 'tables.table1.baseline'")
+
+
+def test_a_paper_experiment_key_error_names_the_paper_file(cfg, tmp_path):
+    shutil.copytree(PAPERS_DIR, tmp_path / "papers")
+    paper = tmp_path / "papers" / "toyworld.yaml"
+    paper.write_text(paper.read_text().replace("    train_pairs: 500\n",
+                                               "    train_pair: 500\n"))
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, SCHEMA, tmp_path / "papers")
+    assert str(err.value) == (f"{paper}: key 'experiments.transformer-tiny-500.train_pair' "
+                              "is not a setting of the trainer or of method 'transformer'")
+
+
 def test_snakemake_prints_one_line_for_a_bad_config(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--directory", str(tmp_path),
-         "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config/config.yaml"),
+         "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(DEFAULT),
          "--config", "seeds=oops"],
         capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if "config" in line]
     assert lines == ["config error: config key 'seeds': 'oops' is not of type 'array'"]
+    assert "Traceback" not in result.stderr
 
 
-def test_requested_tables_decide_the_runs(cfg):
-    assert nmtconfig.requested_runs(cfg) == [("toy", "transformer-tiny", 1),
-                                             ("toy", "transformer-tiny-500", 1)]
-    cfg["table_definitions"]["small"] = {"caption": "x", "dataset": "toy",
-                                         "rows": ["transformer-tiny-500"]}
-    cfg["tables"] = ["small"]
-    cfg["seeds"] = [1, 2]
-    assert nmtconfig.requested_runs(cfg) == [("toy", "transformer-tiny-500", 1),
-                                             ("toy", "transformer-tiny-500", 2)]
-    cfg["tables"] = ["all"]
-    assert len(nmtconfig.requested_runs(cfg)) == 4
+# --- load_config ---------------------------------------------------------------------------
+
+def test_load_config_merges_recursively_like_configfile(tmp_path):
+    base = tmp_path / "base.yaml"
+    over = tmp_path / "over.yaml"
+    base.write_text("tables: [a, b]\nseeds: [1]\n"
+                    "datasets:\n  toy:\n    world: {seed: 1, train_pairs: 4000}\n"
+                    "    lowercase: false\n"
+                    "decode: {beam: 5, lenpen: 1.0}\n")
+    over.write_text("tables: [c]\n"
+                    "datasets:\n  toy:\n    world: {train_pairs: 300}\n  other: {kind: x}\n"
+                    "decode: {beam: 2}\n")
+    assert nmtconfig.load_config([base, over]) == {
+        "tables": ["c"],  # lists are replaced, not appended
+        "seeds": [1],  # untouched keys stay
+        "datasets": {"toy": {"world": {"seed": 1, "train_pairs": 300},  # merged two deep
+                             "lowercase": False},
+                     "other": {"kind": "x"}},
+        "decode": {"beam": 2, "lenpen": 1.0},
+    }
+    # the later file wins, so order matters
+    assert nmtconfig.load_config([over, base])["tables"] == ["a", "b"]
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert nmtconfig.load_config([base, empty]) == nmtconfig.load_config([base])
 
 
-def test_experiment_overrides_defaults(cfg):
-    resolved = nmtconfig.experiment_config(cfg, "transformer-tiny-500", seed=7)
-    assert resolved["train_pairs"] == 500 and resolved["seed"] == 7
-    assert resolved["max_tokens"] == cfg["defaults"]["max_tokens"]
+def test_load_config_errors_name_the_file(tmp_path):
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(InputError, match=f"^{missing}: cannot read"):
+        nmtconfig.load_config([missing])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("seeds: [1\n")
+    with pytest.raises(InputError, match=f"^{broken}: invalid YAML"):
+        nmtconfig.load_config([broken])
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    with pytest.raises(InputError, match=f"^{listed}: a config file must hold a mapping"):
+        nmtconfig.load_config([listed])
+
+
+def test_smoke_config_shrinks_sizes_but_keeps_the_dag():
+    default = nmtconfig.check(nmtconfig.load_config([DEFAULT]), SCHEMA)
+    smoke_cfg = nmtconfig.load_config([DEFAULT, SMOKE])
+    smoke = nmtconfig.check(smoke_cfg, SCHEMA)
+    assert _runs(smoke) == _runs(default)
+    assert smoke_cfg["datasets"]["toy"]["lowercase"] is False  # kept from config.yaml
+    assert smoke_cfg["datasets"]["toy"]["world"]["train_pairs"] == 300
+    settings = smoke.train_settings("toy", "transformer-tiny-500", seed=1)
+    assert settings["train_pairs"] == 100  # smoke's experiments: entry over the paper's 500
+    assert settings["encoder_layers"] == 1 and settings["size"] == "tiny"
+    assert settings["max_epochs"] == 2 and settings["lr"] == 0.003  # defaults merged
+
+
+# --- resolved training settings ------------------------------------------------------------
+
+def test_train_settings_order_defaults_experiment_overrides_seed(cfg):
+    cfg["defaults"].update(seed=11, dropout=0.3, lr=0.003)
+    cfg["experiments"] = {"transformer-tiny-500": {"lr": 0.01, "dropout": 0.2, "seed": 3,
+                                                   "decode": {"beam": 2}}}
+    cfg["datasets"]["toy"]["overrides"]["transformer"] = {"size": "tiny", "dropout": 0.05}
+    plan = nmtconfig.check(cfg, SCHEMA)
+    resolved = plan.train_settings("toy", "transformer-tiny-500", seed=7)
+    assert resolved["max_tokens"] == cfg["defaults"]["max_tokens"]  # defaults
+    assert resolved["lr"] == 0.01  # experiment (config) over defaults
+    assert resolved["train_pairs"] == 500  # experiment (paper)
+    assert resolved["dropout"] == 0.05  # dataset override over experiment and defaults
+    assert resolved["seed"] == 7  # the run's seed over everything
+    assert resolved["method"] == "transformer"
+    assert "description" not in resolved and "decode" not in resolved
+    assert plan.train_settings("toy", "transformer-tiny-500")["seed"] == 3
+    assert plan.decode_settings("toy", "transformer-tiny-500")["beam"] == 2
     assert nmtconfig.as_json(resolved) == nmtconfig.as_json(dict(reversed(resolved.items())))

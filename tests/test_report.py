@@ -1,234 +1,344 @@
-"""`results/tables.md` rendered from fabricated run directories, cell by cell."""
+"""`write_report`: tables.md rendered from fabricated run directories, checked cell by cell.
+
+The runs are fabricated at exactly the paths `Plan.targets()` lists (tests/fabricated_runs.py),
+so a cell that reads another file, or formats its numbers differently, fails here.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from fabricated_runs import (
+    CURVE,
+    DATASET,
+    SIG_CASED,
+    SIG_LC,
+    SIG_TOK,
+    SWEEP,
+    TABLE,
+    TAG_BASE,
+    TAG_BIG,
+    fabricate,
+    make_config,
+    make_plan,
+    markdown_table,
+    section,
+    write_papers,
+)
 
 from nmtbench import report
 from nmtbench.errors import InputError
-from nmtbench.report import load_run, write_tables
+from nmtbench.report import LIBRARIES, write_report
 
-SIG_CASED = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
-SIG_LC = "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0"
-SIG_TOK = "nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:2.6.0"
-
-CONFIG = {
-    "tables": ["abnet2020.table2"],
-    "datasets": {"toy": {"kind": "toyworld"}},
-    "seeds": [1, 2],
-    "table_definitions": {
-        "abnet2020.table2": {
-            "caption": "Table 2: BLEU on the toy world",
-            "dataset": "toy",
-            "rows": ["transformer-tiny", "abnet-tiny", "ctnmt-tiny"],
-        },
-        "unrequested": {"caption": "Never rendered", "dataset": "toy", "rows": ["nothing"]},
-    },
-}
+RUNS = f"results/runs/{DATASET}"
+BIG1 = f"{RUNS}/trm-big/seed1"
+BIG2 = f"{RUNS}/trm-big/seed2"
+BASE2 = f"{RUNS}/trm-base/seed2"
 
 
-def metrics(experiment: str, seed: int, tokenized: float, sacre: float, seconds: float,
-            total: int = 1234567, trained: int = 1234567, signature: str = SIG_CASED,
-            device: str = "cpu") -> dict:
-    return {
-        "dataset": "toy", "experiment": experiment, "seed": seed, "split": "test",
-        "bleu": {"sacrebleu": sacre, "signature": signature, "tokenized": tokenized,
-                 "tokenized_signature": SIG_TOK},
-        "params": {"total": total, "trained": trained},
-        "train": {"seconds": seconds, "steps": 3000, "device": device},
-        "decode": {"beam": 5, "lenpen": 1.0, "seconds": 4.2},
-    }
+@pytest.fixture(scope="module")
+def papers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_papers(tmp_path_factory.mktemp("papers"))
 
 
-def make_runs(root: Path) -> list[Path]:
-    """Two seeds of the baseline, abnet with seed 2 unfinished, ctnmt with no finished run."""
-    finished = {
-        ("transformer-tiny", 1): metrics("transformer-tiny", 1, 60.0, 58.1, 192),
-        ("transformer-tiny", 2): metrics("transformer-tiny", 2, 62.5, 59.3, 200),
-        ("abnet-tiny", 1): metrics("abnet-tiny", 1, 70.4, 68.25, 3725, total=2000000,
-                                   trained=765432, signature=SIG_LC, device="cuda"),
-    }
-    run_dirs = []
-    for experiment in ("transformer-tiny", "abnet-tiny", "ctnmt-tiny"):
-        for seed in (1, 2):
-            relative = Path("results/runs/toy") / experiment / f"seed{seed}"
-            (root / relative).mkdir(parents=True)
-            if (experiment, seed) in finished:
-                (root / relative / "metrics.json").write_text(
-                    json.dumps(finished[experiment, seed]), encoding="utf-8")
-            run_dirs.append(relative)
-    return run_dirs
-
-
-def section(text: str, title: str) -> str:
-    body = text.split(f"## {title}\n", 1)[1]
-    return body.split("\n## ", 1)[0]
-
-
-def table(text: str) -> list[dict[str, str]]:
-    """The first markdown table in `text` as a list of {header: cell}."""
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-
-    def cells(line: str) -> list[str]:
-        return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-
-    header = cells(rows[0])
-    assert set(rows[1]) <= set("|:- ")
-    return [dict(zip(header, cells(line), strict=True)) for line in rows[2:]]
-
-
-@pytest.fixture
-def rendered(tmp_path: Path) -> str:
-    out = tmp_path / "results" / "tables.md"
-    write_tables(CONFIG, make_runs(tmp_path), out, tmp_path)
+def render(plan, tmp_path: Path) -> str:
+    """Report the runs under tmp_path/results into tmp_path/report/tables.md (so run links
+    have to leave the report's directory)."""
+    out = tmp_path / "report" / "tables.md"
+    write_report(plan, tmp_path / "results", out, tmp_path)
     return out.read_text(encoding="utf-8")
 
 
-def test_table_cells(rendered: str) -> None:
-    text = section(rendered, "abnet2020.table2")
-    assert "Table 2: BLEU on the toy world" in text
-    rows = {row["experiment"]: row for row in table(text)}
-    assert list(rows) == ["transformer-tiny", "abnet-tiny", "ctnmt-tiny"]
-
-    base = rows["transformer-tiny"]
-    assert base["BLEU (tokenized)"] == "61.25 ± 1.77"  # mean(60.0, 62.5), sample std
-    assert base["sacreBLEU"] == "58.70 ± 0.85"
-    assert base["#params total"] == "1,234,567"
-    assert base["#params trained"] == "1,234,567"
-    assert base["training time"] == "3m 16s ± 5.7s"  # mean(192, 200) s, sample std 5.66 s
-    assert base["seeds"] == "2"
-    assert base["runs"] == ("[seed1](runs/toy/transformer-tiny/seed1) "
-                            "[seed2](runs/toy/transformer-tiny/seed2)")
-
-    abnet = rows["abnet-tiny"]
-    assert abnet["BLEU (tokenized)"] == "70.40"
-    assert abnet["sacreBLEU"] == "68.25"
-    assert abnet["#params total"] == "2,000,000"
-    assert abnet["#params trained"] == "765,432"
-    assert abnet["training time"] == "1h 02m"
-    assert abnet["seeds"] == "1 of 2 (seed2 missing)"
-    assert abnet["runs"] == ("[seed1](runs/toy/abnet-tiny/seed1) "
-                             "[seed2](runs/toy/abnet-tiny/seed2) missing")
-
-    ctnmt = rows["ctnmt-tiny"]
-    for column in ("BLEU (tokenized)", "sacreBLEU", "#params total", "#params trained",
-                   "training time"):
-        assert ctnmt[column] == "missing"
-    assert ctnmt["seeds"] == "0 of 2 (seed1, seed2 missing)"
+def rows_of(text: str) -> dict[str, dict[str, str]]:
+    return {row[""]: row for row in markdown_table(section(text, TABLE))}
 
 
-def test_only_requested_tables_and_toy_notice(rendered: str) -> None:
-    assert "Never rendered" not in rendered
-    assert "## unrequested" not in rendered
-    preamble = rendered.split("\n## ", 1)[0]
-    assert "measured by this harness" in preamble
-    assert "toy-world numbers; not comparable to the papers" in preamble
+def without_runs(row: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in row.items() if k not in ("", "runs")}
 
 
-def test_no_toy_notice_for_real_datasets(tmp_path: Path) -> None:
-    config = {"tables": ["t"], "seeds": [1],
-              "table_definitions": {"t": {"caption": "c", "dataset": "iwslt14-de-en",
-                                          "rows": ["transformer"]}}}
-    out = tmp_path / "tables.md"
-    write_tables(config, [], out, tmp_path)
-    text = out.read_text(encoding="utf-8")
-    assert "measured by this harness" in text
-    assert "toy-world" not in text
-    rows = table(section(text, "t"))
-    assert rows[0]["BLEU (tokenized)"] == "missing"
-    assert rows[0]["runs"] == "[seed1](results/runs/iwslt14-de-en/transformer/seed1) missing"
+def setup(tmp_path: Path, papers: Path, seeds: list[int], toy: bool = False,
+          verdicts: dict | None = None, tables: list[str] | None = None):
+    plan = make_plan(make_config(seeds, toy=toy, tables=tables), papers)
+    fabricate(plan, tmp_path / "results", verdicts)
+    return plan
 
 
-def test_single_seed_cells_keep_two_decimals(tmp_path: Path) -> None:
-    run_dir = tmp_path / "results" / "runs" / "toy" / "transformer-tiny" / "seed1"
-    run_dir.mkdir(parents=True)
-    run = metrics("transformer-tiny", 1, 70.4, 68.0, 42.34)
-    (run_dir / "metrics.json").write_text(json.dumps(run), encoding="utf-8")
-    config = {**CONFIG, "seeds": [1], "table_definitions": {"abnet2020.table2": {
-        "caption": "c", "dataset": "toy", "rows": ["transformer-tiny"]}}}
-    out = tmp_path / "results" / "tables.md"
-    write_tables(config, [run_dir], out, tmp_path)
-    text = out.read_text(encoding="utf-8")
-    [row] = table(section(text, "abnet2020.table2"))
-    assert (row["BLEU (tokenized)"], row["sacreBLEU"]) == ("70.40", "68.00")
-    assert (row["training time"], row["seeds"]) == ("42.3s", "1")
-    [listed] = table(section(text, "All runs"))
-    assert (listed["BLEU (tokenized)"], listed["sacreBLEU"]) == ("70.40", "68.00")
+# --- real data: ours, the paper's number and the difference ------------------------------------
+def test_real_dataset_two_seeds(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    text = render(plan, tmp_path)
+    rows = rows_of(text)
+    assert list(rows) == ["Transformer", "Transformer big", "AB-Net", "Prior work"]
+    assert without_runs(rows["Transformer"]) == {
+        "BLEU": "27.50 ± 0.71 (paper 27.30, Δ +0.20)",  # mean(27, 28), sample std
+        "sacreBLEU": "26.25 ± 0.35 (paper 26.40, Δ -0.15)",
+        "#Params": "74M (paper 74M, Δ +0.00)",  # equal over seeds: shown once
+        "Latency": "31.0 ms ± 1.4 ms (paper 30.0 ms, Δ +1.00)",
+        "Speedup": "1.00x ± 0.00x (paper 1.00x, Δ +0.00)",  # the baseline against itself
+    }
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.50 ± 0.71▲ (paper 28.40, Δ +0.10)",
+        "sacreBLEU": "27.12 ± 0.18▲ (paper -)",  # mean(27.0, 27.25); the paper has none
+        "#Params": "765,432 (paper 800,000, Δ -34568.00)",  # exact below a million
+        "Latency": "17.5 ms ± 3.5 ms (paper -)",
+        # per seed: 30/15 = 2.0 and 32/20 = 1.6 (not the ratio of the means, 31/17.5)
+        "Speedup": "1.80x ± 0.28x (paper 1.90x, Δ -0.10)",
+    }
+    assert set(without_runs(rows["AB-Net"]).values()) == {"not implemented"}
+    assert without_runs(rows["Prior work"]) == {
+        "BLEU": "external; paper 28.00", "sacreBLEU": "external; paper -",
+        "#Params": "external; paper -", "Latency": "external; paper -",
+        "Speedup": "external; paper -"}
+    body = section(text, TABLE)
+    assert "Doe, Roe. TOY 2024.: *A Toy Paper on BERT*" in body
+    assert "Table 1: the toy table." in body
+    assert "- Ours: mean ± sample std over seeds 1, 2." in body
+    assert "significantly better/worse than the baseline row (trm-base) in every seed" in body
+    assert "1000 resamples" in body
+    assert "- Transformer: the baseline" in body  # the row note
+    # real data only: no toy notice, no separate table of the paper's numbers
+    assert "toy-world numbers" not in text
+    assert "As reported in the paper" not in text
 
 
-def test_all_runs_lists_every_run_dir(rendered: str) -> None:
-    rows = table(section(rendered, "All runs"))
-    listed = [(row["experiment"], row["seed"]) for row in rows]
-    assert listed == [(e, s) for e in ("abnet-tiny", "ctnmt-tiny", "transformer-tiny")
-                      for s in ("1", "2")]
-    by_run = {(row["experiment"], row["seed"]): row for row in rows}
-    assert by_run["transformer-tiny", "2"]["BLEU (tokenized)"] == "62.50"
-    assert by_run["transformer-tiny", "2"]["training time"] == "3m 20s"
-    assert by_run["abnet-tiny", "1"]["device"] == "cuda"
-    assert by_run["abnet-tiny", "2"]["sacreBLEU"] == "missing"
-    assert by_run["ctnmt-tiny", "1"]["run"] == "[seed1](runs/toy/ctnmt-tiny/seed1)"
+def test_real_dataset_one_seed(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    text = render(plan, tmp_path)
+    rows = rows_of(text)
+    assert without_runs(rows["Transformer"]) == {
+        "BLEU": "27.00 (paper 27.30, Δ -0.30)",  # the baseline row: never a mark
+        "sacreBLEU": "26.00 (paper 26.40, Δ -0.40)",
+        "#Params": "74M (paper 74M, Δ +0.00)",
+        "Latency": "30.0 ms (paper 30.0 ms, Δ +0.00)",
+        "Speedup": "1.00x (paper 1.00x, Δ +0.00)",
+    }
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.00▲ (paper 28.40, Δ -0.40)",
+        "sacreBLEU": "27.00▲ (paper -)",
+        "#Params": "765,432 (paper 800,000, Δ -34568.00)",
+        "Latency": "15.0 ms (paper -)",
+        "Speedup": "2.00x (paper 1.90x, Δ +0.10)",  # 30 ms / 15 ms
+    }
+    assert "mean ± sample std" not in text
 
 
-def test_provenance(rendered: str) -> None:
-    text = section(rendered, "Provenance")
-    digest = hashlib.sha256(json.dumps(CONFIG, sort_keys=True).encode()).hexdigest()[:12]
-    assert f"config hash: {digest}" in text
-    assert "git commit: uncommitted/unknown" in text  # tmp_path is not a git repository
-    assert "training devices seen in runs: cpu, cuda" in text
-    assert f"`{SIG_CASED}`" in text and f"`{SIG_LC}`" in text and f"`{SIG_TOK}`" in text
-    assert text.count("`nrefs:") == 3  # distinct signatures only
-    for name in ("torch", "transformers", "sacrebleu", "pandas"):
-        assert f"{name} {metadata.version(name)}" in text
+@pytest.mark.parametrize(("verdicts", "mark"), [
+    (("better", "better"), "▲"),
+    (("worse", "worse"), "▼"),
+    (("none", "none"), ""),
+    (("better", "none"), ""),  # a mark needs every seed to agree
+    (("better", "worse"), ""),
+    (("worse", "none"), ""),
+])
+def test_significance_marks(tmp_path: Path, papers: Path, verdicts, mark) -> None:
+    plan = setup(tmp_path, papers, [1, 2],
+                 verdicts={("trm-big", 1): verdicts[0], ("trm-big", 2): verdicts[1]})
+    rows = rows_of(render(plan, tmp_path))
+    assert rows["Transformer big"]["BLEU"] == f"28.50 ± 0.71{mark} (paper 28.40, Δ +0.10)"
+    assert rows["Transformer big"]["sacreBLEU"] == f"27.12 ± 0.18{mark} (paper -)"
+    assert rows["Transformer"]["BLEU"] == "27.50 ± 0.71 (paper 27.30, Δ +0.20)"
+    # metrics that the bootstrap does not test never get a mark
+    assert rows["Transformer big"]["#Params"] == "765,432 (paper 800,000, Δ -34568.00)"
 
 
-def test_provenance_names_uninstalled_libraries(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "LIBRARIES", ("pandas", "no-such-library-nmtbench"))
-    out = tmp_path / "tables.md"
-    write_tables({"tables": [], "seeds": [1]}, [], out, tmp_path)
-    assert "no-such-library-nmtbench not installed" in out.read_text(encoding="utf-8")
+def test_mark_needs_every_seeds_bootstrap(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
+    rows = rows_of(render(plan, tmp_path))
+    assert rows["Transformer big"]["BLEU"] == "28.50 ± 0.71 (paper 28.40, Δ +0.10)"
 
 
-def test_rendering_is_deterministic(tmp_path: Path) -> None:
-    run_dirs = make_runs(tmp_path)
-    first, second = tmp_path / "a.md", tmp_path / "b.md"
-    write_tables(CONFIG, run_dirs, first, tmp_path)
-    write_tables(CONFIG, list(reversed(run_dirs)), second, tmp_path)
-    body = [p.read_text(encoding="utf-8").split("## Provenance")[0] for p in (first, second)]
-    assert body[0] == body[1]
+def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()
+    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
+    (tmp_path / BASE2 / f"latency.{TAG_BASE}.json").unlink()
+    rows = rows_of(render(plan, tmp_path))
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.00 (1 of 2 seeds missing) (paper 28.40, Δ -0.40)",
+        "sacreBLEU": "27.00 (1 of 2 seeds missing) (paper -)",
+        "#Params": "765,432 (1 of 2 seeds missing) (paper 800,000, Δ -34568.00)",
+        "Latency": "17.5 ms ± 3.5 ms (paper -)",  # its own latency files are all there
+        # seed 2's speedup needs the baseline's seed-2 latency, which is missing
+        "Speedup": "2.00x (1 of 2 seeds missing) (paper 1.90x, Δ +0.10)",
+    }
+    assert rows["Transformer"]["Latency"] == (
+        "30.0 ms (1 of 2 seeds missing) (paper 30.0 ms, Δ +0.00)")
+
+    (tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json").unlink()
+    rows = rows_of(render(plan, tmp_path))
+    big = rows["Transformer big"]
+    assert (big["BLEU"], big["sacreBLEU"], big["#Params"]) == ("missing",) * 3
+    assert big["Latency"] == "17.5 ms ± 3.5 ms (paper -)"
 
 
-def test_load_run(tmp_path: Path) -> None:
-    assert load_run(tmp_path) is None
-    run = metrics("x", 1, 1.0, 2.0, 3.0)
-    (tmp_path / "metrics.json").write_text(json.dumps(run), encoding="utf-8")
-    assert load_run(tmp_path) == run
+# --- toy world: ours alone, the paper's numbers apart ------------------------------------------
+def test_toy_world(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2], toy=True)
+    text = render(plan, tmp_path)
+    preamble = text.split("\n## ", 1)[0]
+    assert ("Datasets toy are generated toy worlds: **toy-world numbers; not comparable to the "
+            "papers**") in preamble
+    rows = rows_of(text)
+    assert without_runs(rows["Transformer"]) == {
+        "BLEU": "27.50 ± 0.71", "sacreBLEU": "26.25 ± 0.35", "#Params": "74M",
+        "Latency": "31.0 ms ± 1.4 ms", "Speedup": "1.00x ± 0.00x"}
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.50 ± 0.71▲", "sacreBLEU": "27.12 ± 0.18▲", "#Params": "765,432",
+        "Latency": "17.5 ms ± 3.5 ms", "Speedup": "1.80x ± 0.28x"}
+    assert set(without_runs(rows["AB-Net"]).values()) == {"not implemented"}
+    assert set(without_runs(rows["Prior work"]).values()) == {"external (quoted by the paper)"}
+    for row in rows.values():
+        for cell in without_runs(row).values():
+            assert "paper " not in cell and "Δ" not in cell
+
+    body = section(text, TABLE)
+    assert ("- Columns on data other than the paper's show ours alone; the paper's numbers for "
+            "them are listed below.") in body
+    # `tiny` on the toy world makes both Transformers train identically: one run, said so
+    assert ("- Run toy/trm-base trains trm-base, trm-big: their settings are identical on this "
+            "dataset.") in body
+    reported = markdown_table(body.split("As reported in the paper (toypaper.table1; its data, "
+                                         "not ours):", 1)[1])
+    assert reported == [
+        {"": "Transformer", "BLEU": "27.30", "sacreBLEU": "26.40", "#Params": "74M",
+         "Latency": "30.0 ms", "Speedup": "1.00x"},
+        {"": "Transformer big", "BLEU": "28.40", "sacreBLEU": "-", "#Params": "800,000",
+         "Latency": "-", "Speedup": "1.90x"},
+        {"": "AB-Net", "BLEU": "29.00", "sacreBLEU": "-", "#Params": "-", "Latency": "-",
+         "Speedup": "-"},
+        {"": "Prior work", "BLEU": "28.00", "sacreBLEU": "-", "#Params": "-", "Latency": "-",
+         "Speedup": "-"},
+    ]
 
 
-def test_load_run_rejects_bad_metrics(tmp_path: Path) -> None:
-    path = tmp_path / "metrics.json"
-    path.write_text('{\n"bleu": {,\n}', encoding="utf-8")
-    with pytest.raises(InputError, match=r"metrics\.json: line 2: invalid JSON"):
-        load_run(tmp_path)
-    run = metrics("x", 1, 1.0, 2.0, 3.0)
-    del run["params"]["trained"]
-    path.write_text(json.dumps(run), encoding="utf-8")
-    with pytest.raises(InputError, match=r"metrics\.json: missing key 'params\.trained'"):
-        load_run(tmp_path)
-    run = metrics("x", 1, 1.0, 2.0, 3.0)
-    run["bleu"]["tokenized"] = "62.0"
-    path.write_text(json.dumps(run), encoding="utf-8")
-    with pytest.raises(InputError, match=r"'bleu\.tokenized' must be a number"):
-        load_run(tmp_path)
+@pytest.mark.parametrize(("value", "text"), [
+    (74_000_000, "74M"), (213_500_000, "213.5M"), (1_000_000, "1M"), (36_700_000, "36.7M"),
+    (999_999, "999,999"), (765_432, "765,432"),
+])
+def test_parameter_counts_as_the_papers_print_them(value: int, text: str) -> None:
+    assert report._format([value], "params_trained") == text
+    assert report._format([value, value], "params_total") == text
 
 
-def test_unknown_table_names_the_key(tmp_path: Path) -> None:
-    config = {**CONFIG, "tables": ["abnet2020.table9"]}
-    with pytest.raises(InputError, match=r"table_definitions\.abnet2020\.table9"):
-        write_tables(config, [], tmp_path / "tables.md", tmp_path)
+# --- links, provenance, determinism ------------------------------------------------------------
+def test_rows_link_their_run_directories(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    text = render(plan, tmp_path)
+    base = tmp_path / "report"
+    rows = rows_of(text)
+    for label, run in (("Transformer", "trm-base"), ("Transformer big", "trm-big")):
+        links = re.findall(r"\[([^\]]+)\]\(([^)]+)\)", rows[label]["runs"])
+        assert [name for name, _ in links] == [f"{DATASET}/{run}/seed1", f"{DATASET}/{run}/seed2"]
+        for name, target in links:
+            assert not Path(target).is_absolute()
+            resolved = (base / target).resolve()
+            assert resolved == (tmp_path / "results" / "runs" / name).resolve()
+            assert resolved.is_dir() and any(resolved.iterdir())
+    assert rows["AB-Net"]["runs"] == "-"
+    assert rows["Prior work"]["runs"] == "-"
+
+
+def test_toy_rows_link_the_shared_run(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1], toy=True)
+    rows = rows_of(render(plan, tmp_path))
+    link = "[toy/trm-base/seed1](../results/runs/toy/trm-base/seed1)"
+    assert rows["Transformer"]["runs"] == rows["Transformer big"]["runs"] == link
+
+
+def test_provenance_and_rendering_twice(tmp_path: Path, papers: Path) -> None:
+    config = make_config([1, 2], tables=[TABLE, SWEEP, CURVE])
+    plan = make_plan(config, papers)
+    fabricate(plan, tmp_path / "results")
+    out = tmp_path / "report" / "tables.md"
+    written = write_report(plan, tmp_path / "results", out, tmp_path)
+    first = out.read_text(encoding="utf-8")
+    assert write_report(plan, tmp_path / "results", out, tmp_path) == written
+    assert out.read_text(encoding="utf-8") == first
+
+    assert written[0] == out.resolve()
+    assert sorted(p.name for p in written[1:]) == [
+        f"{SWEEP}.pdf", f"{SWEEP}.png", f"{CURVE}.pdf", f"{CURVE}.png"]
+    figures = section(first, "Figures")
+    for name in (SWEEP, CURVE):
+        image = re.search(rf"!\[{re.escape(name)}\]\(([^)]+)\)", figures)
+        assert image, name
+        png = (out.parent / image[1]).resolve()
+        assert png == (out.parent / "figures" / f"{name}.png").resolve()
+        assert png.stat().st_size > 0
+    assert "Not plotted, no method yet: abnet (not implemented)." in figures
+
+    prov = section(first, "Provenance")
+    assert "- git commit: uncommitted/unknown" in prov  # tmp_path is no repository
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    assert f"- config hash: {digest} (sha256 of the config as sorted JSON)" in prov
+    assert "- training devices seen in runs: cpu, cuda" in prov
+    assert "compare-mt" in LIBRARIES
+    for name in LIBRARIES:
+        assert f"{name} {metadata.version(name)}" in prov
+    signatures = prov.split("- BLEU signatures seen in runs:\n", 1)[1].splitlines()
+    assert signatures == [f"  - sacreBLEU: `{SIG_LC}`", f"  - sacreBLEU: `{SIG_CASED}`",
+                          f"  - tokenized: `{SIG_TOK}`"]
+
+
+def test_config_hash_follows_the_config(tmp_path: Path, papers: Path) -> None:
+    texts = []
+    for samples in (1000, 2000):
+        config = make_config([1])
+        config["analysis"]["bootstrap_samples"] = samples
+        plan = make_plan(config, papers)
+        fabricate(plan, tmp_path / "results")
+        texts.append(section(render(plan, tmp_path), "Provenance"))
+    hashes = [re.search(r"config hash: (\w+)", t)[1] for t in texts]
+    assert hashes[0] != hashes[1]
+
+
+@pytest.mark.parametrize(("status", "expected"), [("", "abc123"), (" M x.py\n", "abc123+dirty")])
+def test_git_commit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str,
+                    expected: str) -> None:
+    calls = []
+
+    def fake_run(args, **kwargs):
+        calls.append((args, kwargs["cwd"]))
+        stdout = "abc123\n" if args[1] == "rev-parse" else status
+        return subprocess.CompletedProcess(args, 0, stdout, "")
+
+    monkeypatch.setattr(report.subprocess, "run", fake_run)
+    assert report._git_commit(tmp_path) == expected
+    assert calls[0] == (["git", "rev-parse", "HEAD"], tmp_path)
+
+
+def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def fake_run(args, **kwargs):
+        return subprocess.CompletedProcess(args, 128, "", "fatal: not a git repository")
+
+    monkeypatch.setattr(report.subprocess, "run", fake_run)
+    assert report._git_commit(tmp_path) == "uncommitted/unknown"
+
+
+def test_corrupt_metrics_file_is_named_with_its_line(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    path.write_text('{\n  "bleu": {\n    "tokenized": 28.0,\n  }\n}\n', encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        render(plan, tmp_path)
+    assert str(path) in str(err.value)
+    assert "line 4: invalid JSON" in str(err.value)
+
+
+def test_metrics_file_without_the_metric(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    data = json.loads(path.read_text())
+    data["bleu"]["tokenized"] = "28.0"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(f"{path}: key 'bleu.tokenized' must be a "
+                                                   "number, got '28.0'")):
+        render(plan, tmp_path)

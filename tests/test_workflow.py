@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,18 +11,33 @@ from pathlib import Path
 
 import pytest
 
+from nmtbench.config import check, load_config
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "config" / "smoke.yaml"
 pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir: Path, *args: str, **popen) -> subprocess.CompletedProcess | subprocess.Popen:
+    if "--configfile" not in args:
+        args = ("--configfile", str(SMOKE), *args)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(SMOKE), *args]
+           "--directory", str(workdir), *args]
     if popen:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 **popen)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+
+def smoke_plan(*extra: Path):
+    config = load_config([ROOT / "config" / "config.yaml", SMOKE, *extra])
+    return check(config, ROOT / "config" / "schema.yaml", ROOT / "papers")
+
+
+def run_dir(workdir: Path, experiment: str, *extra: Path) -> tuple[Path, str]:
+    """Where the smoke config trains `experiment` on the toy world, and its decoding tag."""
+    cell = smoke_plan(*extra).cell("toy", experiment, "test")
+    return workdir / cell.run_dir(1), cell.tag
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +48,61 @@ def finished(tmp_path_factory):
     return workdir
 
 
-def test_tables_md_lists_every_run_with_bleu_and_provenance(finished):
+def test_tables_md_shows_every_requested_table_with_its_runs(finished):
     text = (finished / "results" / "tables.md").read_text()
-    for experiment in ("transformer-tiny", "transformer-tiny-500"):
-        metrics = json.loads((finished / "results/runs/toy" / experiment / "seed1" /
-                              "metrics.json").read_text())
+    plan = smoke_plan()
+    for name in plan.names:
+        if name in plan.catalogue.tables:
+            assert f"## {name}\n" in text
+    for experiment, label in (("transformer-tiny", "Transformer-tiny, all pairs"),
+                              ("transformer-tiny-500", "Transformer-tiny, 500 pairs")):
+        run, tag = run_dir(finished, experiment)
+        metrics = json.loads((run / f"metrics.test.{tag}.json").read_text())
         assert set(metrics["bleu"]) >= {"sacrebleu", "signature", "tokenized"}
+        assert set(metrics["rouge"]) == {"rouge1", "rouge2", "rougeL"}
         assert metrics["params"]["total"] == metrics["params"]["trained"] > 0
-        row = next(line for line in text.splitlines() if line.startswith(f"| {experiment} "))
+        row = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
         assert f"{metrics['bleu']['tokenized']:.2f}" in row
-        assert f"{metrics['params']['total']:,}" in row
+        assert f"[toy/{run.parent.name}/seed1](runs/toy/{run.parent.name}/seed1)" in row
     assert metrics["train"]["train_pairs"] == 100  # the smoke config's train_pairs override
+    assert "not implemented" in text  # AB-Net & co. are planned, not silently dropped
     assert "## Provenance" in text and "config hash" in text
     assert metrics["bleu"]["signature"] in text
+
+
+def test_one_figure_of_each_kind_in_png_and_pdf(finished):
+    plan = smoke_plan()
+    kinds = {figure.kind for figure in plan.figures}
+    assert kinds == {"sweep", "curve", "buckets"}
+    for figure in plan.figures:
+        for ext in ("png", "pdf"):
+            path = finished / "results" / "figures" / f"{figure.name}.{ext}"
+            assert path.stat().st_size > 1000, path
+
+
+def test_report_html_contains_tables_and_figures(finished):
+    result = snakemake(finished, "--report", "report.html")
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = (finished / "report.html").read_text(errors="replace")
+    assert "tables.md" in html
+    for figure in smoke_plan().figures:
+        assert f"{figure.name}.png" in html
+
+
+def test_report_cli_rebuilds_tables_from_copied_results(finished, tmp_path):
+    """No Snakemake: copy results/ elsewhere and rebuild tables.md and the figures there."""
+    copy = tmp_path / "copied"
+    shutil.copytree(finished / "results" / "runs", copy / "runs")
+    result = subprocess.run(
+        [sys.executable, "-m", "nmtbench", "report", "--root", str(ROOT), "--results", str(copy),
+         "--configfile", str(SMOKE)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ours = (copy / "tables.md").read_text()
+    original = (finished / "results" / "tables.md").read_text()
+    strip = [line for line in ours.splitlines() if not line.startswith("- git commit")]
+    assert strip == [line for line in original.splitlines()
+                     if not line.startswith("- git commit")]
+    assert (copy / "figures" / "toyworld.figure1.png").stat().st_size > 1000
 
 
 def test_second_run_has_nothing_to_do(finished):
@@ -53,17 +111,24 @@ def test_second_run_has_nothing_to_do(finished):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_dag_contains_only_the_requested_runs(tmp_path):
-    only = tmp_path / "only.yaml"
-    only.write_text("table_definitions:\n  small: {caption: c, dataset: toy, "
-                    "rows: [transformer-tiny-500]}\ntables: [small]\nseeds: [1, 2]\n")
-    result = snakemake(tmp_path, "--cores", "1", "-n", "--configfile", str(SMOKE), str(only))
+def test_dag_contains_only_the_requested_table_runs(tmp_path):
+    result = snakemake(tmp_path, "--cores", "1", "-n", "--config",
+                       "tables=[toyworld.table1]", "seeds=[1,2]")
     assert result.returncode == 0, result.stderr
-    wildcards = {line.split("wildcards:")[1].strip() for line in result.stdout.splitlines()
-                 if "wildcards:" in line and "experiment=" in line}
-    assert {w for w in wildcards} == {
-        "dataset=toy, experiment=transformer-tiny-500, seed=1",
-        "dataset=toy, experiment=transformer-tiny-500, seed=2"}
+    trained = {line.split("wildcards:")[1].strip() for line in result.stdout.splitlines()
+               if "wildcards:" in line and "experiment=" in line and "tag=" not in line
+               and "baseline=" not in line}
+    runs = {run_dir(tmp_path, e)[0].parent.name for e in ("transformer-tiny",
+                                                           "transformer-tiny-500")}
+    assert trained == {f"dataset=toy, experiment={run}, seed={seed}"
+                       for run in runs for seed in (1, 2)}
+
+
+def test_unknown_table_fails_before_any_job(tmp_path):
+    result = snakemake(tmp_path, "--cores", "1", "-n", "--config", "tables=[abnet2020.tabel1]")
+    assert result.returncode != 0
+    assert "config key 'tables': unknown table or figure 'abnet2020.tabel1'" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_committed_tables_md_does_not_stop_the_runs(tmp_path):
@@ -88,14 +153,14 @@ def _last_checkpoint_step(run: Path) -> int:
 def test_killed_snakemake_resumes_training_and_ends_the_same(tmp_path):
     """SIGKILL the whole process group mid-training; the rerun resumes and matches a clean run."""
     longer = tmp_path / "longer.yaml"
-    longer.write_text("defaults: {max_epochs: 25}\ntables: [toy.baseline]\n")
+    longer.write_text("defaults: {max_epochs: 25}\ntables: [toyworld.table1]\n")
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     for workdir in (clean, killed):
         workdir.mkdir()
     result = snakemake(clean, "--cores", "1", "--configfile", str(SMOKE), str(longer))
     assert result.returncode == 0, result.stderr[-3000:]
 
-    run = killed / "results/runs/toy/transformer-tiny/seed1"
+    run, tag = run_dir(killed, "transformer-tiny", longer)
     proc = snakemake(killed, "--cores", "1", "--configfile", str(SMOKE), str(longer),
                      start_new_session=True)
     deadline = time.time() + 600
@@ -109,9 +174,9 @@ def test_killed_snakemake_resumes_training_and_ends_the_same(tmp_path):
     result = snakemake(killed, "--cores", "1", "--configfile", str(SMOKE), str(longer))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from step" in (run / "train_log.jsonl").read_text()
-    for name in ("hyp.test.txt",):
-        assert (run / name).read_text() == (clean / run.relative_to(killed) / name).read_text()
-    ours = json.loads((run / "metrics.json").read_text())
-    theirs = json.loads((clean / run.relative_to(killed) / "metrics.json").read_text())
+    hyp = f"hyp.test.{tag}.txt"
+    assert (run / hyp).read_text() == (clean / run.relative_to(killed) / hyp).read_text()
+    ours = json.loads((run / f"metrics.test.{tag}.json").read_text())
+    theirs = json.loads((clean / run.relative_to(killed) / f"metrics.test.{tag}.json").read_text())
     assert ours["bleu"] == theirs["bleu"]
     assert ours["train"]["best_valid_loss"] == theirs["train"]["best_valid_loss"]

@@ -1,0 +1,439 @@
+"""The plan: requested tables -> cells -> shared runs, decode tags and the files rule all needs."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmtbench import config as nmtconfig
+from nmtbench.errors import InputError
+from nmtbench.papers import PAPERS_DIR, load_catalogue
+from nmtbench.plan import DECODE_DEFAULTS, EXTERNAL, NOT_IMPLEMENTED, Plan, decode_tag
+
+ROOT = Path(__file__).resolve().parents[1]
+TAG = re.compile(r"[A-Za-z0-9-]+")  # the `tag` wildcard constraint of rules/common.smk
+
+MINI = """
+paper: mini
+title: A paper made for these tests
+source: tests/test_plan.py
+experiments:
+  base: {method: transformer, size: base}
+  base-again: {method: transformer, size: base, description: trains exactly like base}
+  base-beam2: {method: transformer, size: base, decode: {beam: 2, lenpen: 0.6}}
+  big: {method: transformer, size: big}
+  tiny: {method: transformer, size: tiny}
+  half-data: {method: transformer, size: base, train_pairs: 100}
+  nat: {method: abnet, adapter_dim_enc: 512}
+  quoted: {method: external}
+  bt: {method: transformer, size: base, back_translation: true}
+tables:
+  table1:
+    caption: every metric kind, with a baseline
+    baseline: base
+    columns:
+      bleu: {label: BLEU, dataset: iwslt14-de-en, split: test, metric: bleu_tokenized}
+      sacre: {label: sacreBLEU, dataset: iwslt14-de-en, split: test, metric: sacrebleu}
+      params: {label: Params, dataset: iwslt14-de-en, split: valid, metric: params_trained}
+      latency: {label: Latency, dataset: iwslt14-de-en, split: test, metric: latency_ms}
+      speedup: {label: Speedup, dataset: iwslt14-de-en, split: test, metric: speedup}
+    rows:
+      - {experiment: base, label: Base, reported: {bleu: 30.0}}
+      - {experiment: half-data, label: Half, reported: {}}
+      - {experiment: base-beam2, label: Beam 2, reported: {}}
+      - {experiment: base-again, label: Again, reported: {}}
+      - {experiment: nat, label: NAT, reported: {}}
+      - {experiment: quoted, label: Quoted, reported: {bleu: 29.0}}
+      - {experiment: bt, label: BT, reported: {}}
+  table2:
+    caption: a mapped dataset, no baseline
+    columns:
+      en_de: {label: En-De, dataset: wmt14-en-de, split: test, metric: bleu_tokenized}
+    rows:
+      - {experiment: big, label: Big, reported: {en_de: 28.4}}
+  table3:
+    caption: a baseline that is not implemented
+    baseline: nat
+    columns:
+      bleu: {label: BLEU, dataset: iwslt14-de-en, split: test, metric: bleu_tokenized}
+    rows:
+      - {experiment: nat, label: NAT, reported: {}}
+      - {experiment: half-data, label: Half, reported: {}}
+  table4:
+    caption: speedup only
+    baseline: base
+    columns:
+      speedup: {label: Speedup, dataset: iwslt14-de-en, split: test, metric: speedup}
+    rows:
+      - {experiment: base, label: Base, reported: {speedup: 1.0}}
+      - {experiment: half-data, label: Half, reported: {speedup: 1.5}}
+figures:
+  figure1:
+    kind: sweep
+    caption: data size
+    dataset: iwslt14-de-en
+    split: test
+    x: {label: pairs, values: [100, 160000]}
+    experiments: [half-data, base]
+    y: bleu_tokenized
+    y2: latency_ms
+  figure2:
+    kind: curve
+    caption: curves
+    dataset: iwslt14-de-en
+    split: valid
+    series: {base: Base, nat: NAT}
+    axis: epoch
+  figure3:
+    kind: buckets
+    caption: by length
+    dataset: iwslt14-de-en
+    split: valid
+    series: {base: Base, base-beam2: Beam 2}
+    bucket_cutoffs: [10, 20]
+"""
+
+T5 = "beam5-lp1-fairseq-best"  # the config's decoding
+T2 = "beam2-lp0p6-fairseq-best"  # base-beam2's own
+IW = "results/runs/iwslt14-de-en"
+
+
+@pytest.fixture(scope="module")
+def catalogue(tmp_path_factory):
+    papers = tmp_path_factory.mktemp("papers")
+    shutil.copy(PAPERS_DIR / "schema.yaml", papers / "schema.yaml")
+    (papers / "mini.yaml").write_text(MINI)
+    return load_catalogue(papers)
+
+
+def make_config(**changes):
+    """A complete config: iwslt14-de-en under its own name, wmt14-en-de mapped to a toy world
+    whose Transformers are all `tiny`."""
+    cfg = {
+        "tables": ["all"],
+        "seeds": [1],
+        "datasets": {
+            "iwslt14-de-en": {"kind": "iwslt14", "vocab_size": {"src": 100, "tgt": 100},
+                              "lowercase": True, "detok_lang": "en"},
+            "toy": {"kind": "toyworld", "vocab_size": {"src": 100, "tgt": 100},
+                    "lowercase": False, "detok_lang": "en",
+                    "overrides": {"transformer": {"size": "tiny"}}},
+        },
+        "dataset_map": {"wmt14-en-de": "toy"},
+        "defaults": {"max_epochs": 3, "lr": 0.001},
+        "decode": {"beam": 5, "lenpen": 1.0, "lenpen_form": "fairseq", "checkpoint": "best",
+                   "average_last": 0},
+        "analysis": {"bootstrap_samples": 10, "latency_sentences": 1},
+        "resources": {r: {"threads": 1, "mem_mb": 1, "runtime": 1, "gpu": 0}
+                      for r in ("train", "decode")},
+    }
+    cfg.update(changes)
+    return cfg
+
+
+def plan_for(catalogue, implemented=frozenset({"transformer"}), **changes):
+    return Plan(make_config(**changes), catalogue, set(implemented))
+
+
+def run_dirs(targets):
+    return {re.match(r"results/runs/([^/]+/[^/]+)/seed\d+/", t).group(1) for t in targets}
+
+
+def test_hand_made_config_is_schema_valid():
+    nmtconfig.validate(make_config(), ROOT / "config" / "schema.yaml")
+
+
+# --- decode tags ---------------------------------------------------------------------------
+
+BASE_DECODE = {"beam": 5, "lenpen": 1.0, "lenpen_form": "fairseq", "checkpoint": "best",
+               "average_last": 0}
+
+
+def test_decode_tag_spells_the_settings():
+    assert decode_tag(BASE_DECODE) == T5
+    assert decode_tag({**BASE_DECODE, **DECODE_DEFAULTS}) == T5  # defaults stay implicit
+    assert decode_tag({**BASE_DECODE, "lenpen": 0.6}) == "beam5-lp0p6-fairseq-best"
+    assert decode_tag({**BASE_DECODE, "lenpen": -0.5}) == "beam5-lpm0p5-fairseq-best"
+    assert decode_tag({**BASE_DECODE, "average_last": 10}) == "beam5-lp1-fairseq-avg10"
+    assert decode_tag({**BASE_DECODE, "max_len_a": 1.5}) == f"{T5}-maxlena1p5"
+    assert decode_tag({**BASE_DECODE, "max_len_b": 200}) == f"{T5}-maxlenb200"
+
+
+def test_decode_tag_changes_with_every_hypothesis_setting_and_is_file_name_safe():
+    variants = [BASE_DECODE] + [{**BASE_DECODE, **change} for change in (
+        {"beam": 4}, {"beam": 50}, {"lenpen": 0.6}, {"lenpen": 1.1}, {"lenpen": 0.0},
+        {"lenpen": 6.0}, {"lenpen_form": "gnmt"}, {"checkpoint": "last"}, {"average_last": 5},
+        {"average_last": 10}, {"max_len_a": 0}, {"max_len_a": 1.5}, {"max_len_b": 0},
+        {"max_len_b": 200}, {"lenpen": 0.6, "lenpen_form": "gnmt", "beam": 4},
+    )]
+    tags = [decode_tag(v) for v in variants]
+    assert len(set(tags)) == len(tags), tags
+    for tag in tags:
+        assert TAG.fullmatch(tag) and "." not in tag, tag
+    # averaging ignores which single checkpoint is named, so the tag does too
+    assert (decode_tag({**BASE_DECODE, "average_last": 10, "checkpoint": "last"})
+            == decode_tag({**BASE_DECODE, "average_last": 10}))
+
+
+def test_decode_for_tag_gives_back_the_settings(catalogue):
+    plan = plan_for(catalogue)
+    cell = plan.cell("iwslt14-de-en", "base-beam2", "here")
+    assert cell.tag == T2
+    settings = plan.decode_for_tag(T2)
+    assert settings == {**DECODE_DEFAULTS, **BASE_DECODE, "beam": 2, "lenpen": 0.6}
+    assert decode_tag(settings) == T2
+    with pytest.raises(KeyError):
+        plan.decode_for_tag("beam99-lp1-fairseq-best")
+
+
+# --- datasets ------------------------------------------------------------------------------
+
+def test_dataset_map_maps_paper_datasets(catalogue):
+    plan = plan_for(catalogue)
+    assert plan.dataset("wmt14-en-de", "x") == "toy"
+    assert plan.dataset("iwslt14-de-en", "x") == "iwslt14-de-en"  # configured, unmapped
+    (_, _, cell), = plan.table_cells(catalogue.tables["mini.table2"])
+    assert cell.dataset == "toy"
+    assert {c.dataset for _, _, c in plan.table_cells(catalogue.tables["mini.table1"])} == {
+        "iwslt14-de-en"}
+    # a difference from the paper means something only on the paper's own data
+    assert plan.comparable("iwslt14-de-en", "iwslt14-de-en")
+    assert not plan.comparable("wmt14-en-de", "toy")
+
+
+def test_unmapped_unconfigured_dataset_names_table_and_dataset(catalogue):
+    plan = plan_for(catalogue, dataset_map={}, tables=["mini.table2"])
+    with pytest.raises(InputError) as err:
+        plan.targets()
+    assert str(err.value) == ("mini.table2 column 'en_de': dataset 'wmt14-en-de' is not "
+                              "configured (add it under 'datasets' or map it under "
+                              "'dataset_map')")
+    # a figure names itself
+    datasets = {"toy": make_config()["datasets"]["toy"]}
+    plan = plan_for(catalogue, datasets=datasets, tables=["mini.figure3"])
+    with pytest.raises(InputError, match=r"^mini\.figure3: dataset 'iwslt14-de-en' is not"):
+        plan.targets()
+    # mapping onto a dataset that is not configured fails the same way
+    plan = plan_for(catalogue, dataset_map={"wmt14-en-de": "wmt"}, tables=["mini.table2"])
+    with pytest.raises(InputError, match="dataset 'wmt14-en-de' is not configured"):
+        plan.targets()
+
+
+# --- shared runs ---------------------------------------------------------------------------
+
+def test_equal_training_settings_share_one_run(catalogue):
+    plan = plan_for(catalogue)
+    cells = {e: plan.cell("iwslt14-de-en", e, "here")
+             for e in ("base", "base-again", "base-beam2", "big", "tiny", "half-data")}
+    # description and decode do not change training: base, base-again and base-beam2 share
+    assert {cells[e].run for e in ("base", "base-again", "base-beam2")} == {"base"}
+    assert cells["big"].run == "big" and cells["tiny"].run == "tiny"
+    assert cells["half-data"].run == "half-data"
+    # ... but a decode change is a different decoding of the same model
+    assert cells["base"].tag == cells["base-again"].tag == T5
+    assert cells["base-beam2"].tag == T2
+    assert cells["base"].run_dir(3) == "results/runs/iwslt14-de-en/base/seed3"
+    assert plan.sharing("iwslt14-de-en", "base") == ["base", "base-again", "base-beam2"]
+    assert plan.sharing("iwslt14-de-en", "big") == ["big"]
+
+
+def test_run_is_named_after_the_experiment_that_asks_for_the_resolved_settings(catalogue):
+    plan = plan_for(catalogue)
+    # on the toy world every Transformer becomes tiny: base, big and tiny train the same model,
+    # and the run is `tiny` (its own settings), not the alphabetically first `base`
+    for experiment in ("base", "base-again", "base-beam2", "big", "tiny"):
+        assert plan.cell("wmt14-en-de", experiment, "here").run == "tiny"
+    assert plan.sharing("toy", "tiny") == ["base", "base-again", "base-beam2", "big", "tiny"]
+    # half-data resolves to tiny + 100 pairs, which no experiment asks for literally:
+    # the group's alphabetically first member names it
+    assert plan.cell("wmt14-en-de", "half-data", "here").run == "half-data"
+    assert plan.train_settings("toy", "half-data")["size"] == "tiny"
+    # not implemented / external experiments are in no run
+    assert all(e not in plan.sharing("toy", "tiny") for e in ("nat", "quoted", "bt"))
+
+
+def test_overrides_that_only_fill_in_settings_keep_the_run_name(catalogue):
+    datasets = make_config()["datasets"]
+    # like config/smoke.yaml: tiny, and fewer layers than tiny has (no experiment sets layers)
+    datasets["toy"]["overrides"]["transformer"].update(encoder_layers=1, decoder_layers=1)
+    plan = plan_for(catalogue, datasets=datasets)
+    assert plan.cell("wmt14-en-de", "big", "x").run == "tiny"
+    assert plan.sharing("toy", "tiny") == ["base", "base-again", "base-beam2", "big", "tiny"]
+    # an override that contradicts every member's own settings: alphabetical
+    datasets["toy"]["overrides"]["transformer"] = {"size": "huge"}
+    plan = plan_for(catalogue, datasets=datasets)
+    assert plan.cell("wmt14-en-de", "big", "x").run == "base"
+    assert plan.sharing("toy", "base") == ["base", "base-again", "base-beam2", "big", "tiny"]
+
+
+def test_config_experiments_override_papers_key_by_key(catalogue):
+    plan = plan_for(catalogue, experiments={
+        "base-again": {"lr": 0.1},  # now trains differently from base
+        "base-beam2": {"decode": {"beam": 3}},  # lenpen 0.6 stays
+        "base-long": {"method": "transformer", "size": "base", "max_epochs": 9},
+    })
+    assert plan.cell("iwslt14-de-en", "base-again", "x").run == "base-again"
+    assert plan.sharing("iwslt14-de-en", "base") == ["base", "base-beam2"]
+    assert plan.cell("iwslt14-de-en", "base-beam2", "x").tag == "beam3-lp0p6-fairseq-best"
+    assert plan.experiments["base-beam2"]["size"] == "base"
+    assert plan.cell("iwslt14-de-en", "base-long", "x").run == "base-long"
+    with pytest.raises(InputError, match=r"'experiments\.brand-new\.method' is missing"):
+        plan_for(catalogue, experiments={"brand-new": {"size": "base"}})
+
+
+def test_decode_override_of_a_dataset_changes_decoding_not_training(catalogue):
+    datasets = make_config()["datasets"]
+    datasets["toy"]["overrides"]["transformer"]["decode"] = {"beam": 3}
+    plan = plan_for(catalogue, datasets=datasets)
+    settings = plan.train_settings("toy", "base-beam2")
+    assert "decode" not in settings and settings["size"] == "tiny"
+    # the run keeps the name of the experiment that asks for tiny itself
+    assert plan.cell("wmt14-en-de", "base", "x").run == "tiny"
+    # dataset decode overrides beat the experiment's own (beam), the rest stays (lenpen)
+    assert plan.decode_settings("toy", "base-beam2")["beam"] == 3
+    assert plan.decode_settings("toy", "base-beam2")["lenpen"] == 0.6
+    assert plan.cell("wmt14-en-de", "big", "x").tag == "beam3-lp1-fairseq-best"
+    assert plan.cell("iwslt14-de-en", "big", "x").tag == T5  # other datasets unchanged
+
+
+# --- status --------------------------------------------------------------------------------
+
+def test_status_and_cells_that_need_no_files(catalogue):
+    plan = plan_for(catalogue)
+    assert plan.status("base") == "ok"
+    assert plan.status("nat") == NOT_IMPLEMENTED  # abnet has no module yet
+    assert plan.status("quoted") == EXTERNAL
+    assert plan.status("bt") == NOT_IMPLEMENTED  # back-translation data is not built
+    for experiment in ("nat", "quoted", "bt"):
+        cell = plan.cell("iwslt14-de-en", experiment, "x")
+        assert (cell.run, cell.tag) == (None, None)
+    dirs = run_dirs(plan.targets())
+    assert dirs == {"iwslt14-de-en/base", "iwslt14-de-en/half-data", "toy/tiny"}
+    # the same plan with abnet implemented trains it
+    plan = plan_for(catalogue, implemented={"transformer", "abnet"})
+    assert plan.status("nat") == "ok"
+    assert "iwslt14-de-en/nat" in run_dirs(plan.targets())
+    assert plan.status("bt") == NOT_IMPLEMENTED and plan.status("quoted") == EXTERNAL
+
+
+# --- targets -------------------------------------------------------------------------------
+
+def test_table_targets_metrics_latency_and_bootstrap(catalogue):
+    plan = plan_for(catalogue, tables=["mini.table1"])
+    r = f"{IW}/base/seed1"
+    h = f"{IW}/half-data/seed1"
+    assert set(plan.targets()) == {
+        # base (the baseline) and base-again: one run, one decoding
+        f"{r}/metrics.test.{T5}.json", f"{r}/metrics.valid.{T5}.json",
+        f"{r}/latency.{T5}.json",
+        # base-beam2: the same run decoded with beam 2, compared with the baseline
+        f"{r}/metrics.test.{T2}.json", f"{r}/metrics.valid.{T2}.json",
+        f"{r}/latency.{T2}.json",
+        f"{r}/bootstrap.test.{T2}.vs.base.{T5}.json",
+        # half-data: its own run
+        f"{h}/metrics.test.{T5}.json", f"{h}/metrics.valid.{T5}.json",
+        f"{h}/latency.{T5}.json",
+        f"{h}/bootstrap.test.{T5}.vs.base.{T5}.json",
+        # no bootstrap.valid: only the params column reads the valid split, and a parameter
+        # count has no significance test
+    }
+    table = catalogue.tables["mini.table1"]
+    assert plan.baseline_cell(table, 0) == plan.cell("iwslt14-de-en", "base", "x")
+    targets = plan_for(catalogue, tables=["mini.table1"], seeds=[1, 2]).targets()
+    assert len(targets) == 22 and f"{h}/latency.{T5}.json".replace("seed1", "seed2") in targets
+    assert targets == sorted(targets)
+
+
+def test_no_bootstrap_against_a_baseline_that_is_not_implemented(catalogue):
+    plan = plan_for(catalogue, tables=["mini.table3"])
+    assert plan.targets() == [f"{IW}/half-data/seed1/metrics.test.{T5}.json"]
+    assert plan.baseline_cell(catalogue.tables["mini.table3"], 0) is None
+
+
+def test_speedup_needs_latency_of_row_and_baseline_only(catalogue):
+    plan = plan_for(catalogue, tables=["mini.table4"])
+    assert plan.targets() == [f"{IW}/base/seed1/latency.{T5}.json",
+                              f"{IW}/half-data/seed1/latency.{T5}.json"]
+
+
+def test_one_table_trains_nothing_else(catalogue):
+    # big on wmt14-en-de -> the toy world, where it is the tiny model
+    plan = plan_for(catalogue, tables=["mini.table2"])
+    assert plan.targets() == [f"results/runs/toy/tiny/seed1/metrics.test.{T5}.json"]
+    assert plan.figure_outputs() == []
+
+
+def test_figure_targets_by_kind(catalogue):
+    sweep = plan_for(catalogue, tables=["mini.figure1"])
+    assert set(sweep.targets()) == {
+        f"{IW}/{run}/seed1/{name}.{T5}.json"
+        for run in ("half-data", "base") for name in ("metrics.test", "latency")}
+    assert sweep.figure_outputs() == ["results/figures/mini.figure1.png",
+                                      "results/figures/mini.figure1.pdf"]
+    curve = plan_for(catalogue, tables=["mini.figure2"])  # nat is not implemented
+    assert curve.targets() == [f"{IW}/base/seed1/train_summary.json"]
+    buckets = plan_for(catalogue, tables=["mini.figure3"])
+    assert buckets.targets() == [f"{IW}/base/seed1/buckets.valid.{T2}.10-20.json",
+                                 f"{IW}/base/seed1/buckets.valid.{T5}.10-20.json"]
+
+
+# --- what was asked ------------------------------------------------------------------------
+
+def test_unknown_requested_table_lists_the_known_ones(catalogue):
+    plan = plan_for(catalogue, tables=["mini.table1", "mini.table9"])
+    with pytest.raises(InputError) as err:
+        plan.targets()
+    assert str(err.value) == (
+        "config key 'tables': unknown table or figure 'mini.table9'; known: mini.table1, "
+        "mini.table2, mini.table3, mini.table4, mini.figure1, mini.figure2, mini.figure3")
+
+
+def test_all_requests_everything_and_names_are_deduplicated(catalogue):
+    plan = plan_for(catalogue, tables=["all"])
+    assert plan.names == catalogue.names()
+    assert [t.name for t in plan.tables] == ["mini.table1", "mini.table2", "mini.table3",
+                                             "mini.table4"]
+    assert [f.name for f in plan.figures] == ["mini.figure1", "mini.figure2", "mini.figure3"]
+    every = set()
+    for name in catalogue.names():
+        every |= set(plan_for(catalogue, tables=[name]).targets())
+    assert set(plan.targets()) == every
+    plan = plan_for(catalogue, tables=["mini.figure2", "mini.table2", "mini.figure2"])
+    assert plan.names == ["mini.figure2", "mini.table2"]
+    assert [t.name for t in plan.tables] == ["mini.table2"]
+
+
+# --- the real default config -----------------------------------------------------------------
+
+def test_default_config_plans_exactly_these_runs():
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert run_dirs(plan.targets()) == {
+        # toyworld.table1 row; also every paper's Transformer baseline (size base/big/iwslt/
+        # deep12/deep20 become tiny by the toy world's override): abnet2020.table1
+        # transformer-base, deepfusion2022.table1 + figure3 transformer-base/big/12/20,
+        # bertfused2020.table1 transformer-iwslt, ctnmt2020.table1 ctnmt-transformer-base,
+        # and toyworld.figure1's d=128 point. transformer-tiny asks for tiny itself.
+        "toy/transformer-tiny",
+        # toyworld.table1's baseline: 500 training pairs
+        "toy/transformer-tiny-500",
+        # toyworld.figure1's narrower points (d 32 and 64)
+        "toy/transformer-tiny-d32",
+        "toy/transformer-tiny-d64",
+        # bertkd2020.table1 + figure2a baseline: dropout 0.3 makes it a different training
+        "toy/bertkd-transformer-base-deen",
+    }
+    assert plan.sharing("toy", "transformer-tiny") == sorted([
+        "bertkd-transformer-base", "ctnmt-transformer-base", "deepfusion-transformer-12",
+        "deepfusion-transformer-20", "deepfusion-transformer-base", "deepfusion-transformer-big",
+        "transformer-base", "transformer-big", "transformer-iwslt", "transformer-tiny"])
+    # deepfusion decodes with beam 4, bertkd with beam 4 + GNMT length penalty 0.6
+    tags = {t.split("/")[-1] for t in plan.targets()
+            if t.startswith("results/runs/toy/transformer-tiny/")}
+    assert "metrics.test.beam4-lp1-fairseq-best.json" in tags
+    assert "metrics.test.beam5-lp1-fairseq-best.json" in tags
+    assert "results/runs/toy/transformer-tiny/seed1/train_summary.json" in plan.targets()
+    assert ("results/runs/toy/bertkd-transformer-base-deen/seed1/buckets.valid."
+            "beam4-lp0p6-gnmt-best.8-16-24-32-40.json") in plan.targets()
