@@ -134,7 +134,7 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
     for fname, figure in data.get("figures", {}).items():
         if figure["kind"] == "sweep":
             names = figure["experiments"]
-            if False:
+            if len(names) != len(figure["x"]["values"]):
                 raise InputError(f"{path}: key 'figures.{fname}.experiments': "
                                  f"{len(names)} experiments for {len(figure['x']['values'])} "
                                  "x values")

@@ -160,7 +160,8 @@ class Plan:
         """Do the dataset's overrides keep every training setting the experiment names itself?
 
         (They may fill in settings it leaves to the defaults: the smoke config's one-layer
-        `tiny` Transformer is still `transformer-tiny`'s run, not `transformer-base`'s.)"""
+        `tiny` Transformer is still named `transformer-tiny`, not after whichever member
+        sorts first.)"""
         resolved = self.train_settings(dataset, experiment)
         return all(resolved.get(k) == v for k, v in self.experiments[experiment].items()
                    if k not in NOT_TRAINING)

@@ -189,31 +189,31 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
 
 def _cell_text(plan: Plan, results: Results, table: Table, column: int,
                reported: float | None, cell: Cell, comparable: bool) -> str:
+    """Ours (± std), the significance mark, and on the paper's own data its number and Δ."""
     col = table.columns[column]
-    paper = f"paper {_reported(reported, col.metric)}"
+    paper = (f" (paper {_reported(reported, col.metric)})"
+             if comparable and reported is not None else "")
     if cell.status == EXTERNAL:
-        return f"external; {paper}" if comparable else "external (quoted by the paper)"
+        return "external" + paper if comparable else "external (quoted by the paper)"
     if cell.status == NOT_IMPLEMENTED:
-        return NOT_IMPLEMENTED
+        return NOT_IMPLEMENTED + paper
     baseline = plan.baseline_cell(table, column)
     if col.metric == "speedup" and baseline is None:
-        return "no baseline"
+        return "no baseline" + paper
     values = [results.measure(cell, col.split, col.metric, seed, baseline)
               for seed in plan.seeds]
     done = [v for v in values if v is not None]
     if not done:
-        return MISSING
+        return MISSING + paper
     text = _format(done, col.metric)
-    if len(done) < len(values):
-        text += f" ({len(values) - len(done)} of {len(values)} seeds missing)"
     if (baseline is not None and col.metric in ("bleu_tokenized", "sacrebleu")
             and (baseline.run, baseline.tag) != (cell.run, cell.tag)):
         text += results.significance(cell, baseline, col.split)
-    if comparable and reported is not None:
-        diff = statistics.mean(done) - reported
-        text += f" ({paper}, Δ {diff:+.2f})"
-    elif comparable:
-        text += f" ({paper})"
+    if len(done) < len(values):
+        text += f" ({len(values) - len(done)} of {len(values)} seeds missing)"
+    if paper:
+        diff = _format([statistics.mean(done) - reported], col.metric)
+        text += f"{paper[:-1]}, Δ {'' if diff.startswith('-') else '+'}{diff})"
     return text
 
 
@@ -244,7 +244,7 @@ def _reported(value: float | None, metric: str) -> str:
 
 def _count(value: float) -> str:
     """Parameter counts as the papers print them (74M), exact below a million."""
-    if value >= 1e6:
+    if abs(value) >= 1e6:
         return f"{value / 1e6:.1f}M".replace(".0M", "M")
     return f"{value:,.0f}"
 
