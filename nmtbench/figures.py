@@ -58,9 +58,17 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
     missing = [c.experiment for c in cells if c.status == "ok" and c.run not in plotted]
     runs = sorted({f"results/runs/{c.dataset}/{c.run}" for c in cells if c.run in plotted})
     paper = plan.catalogue.papers.get(figure.paper, {}).get("citation", figure.paper)
-    caption = (f"{figure.caption} Data: {', '.join(runs) or 'none yet'} "
+    caption = (f"{figure.caption.rstrip('.')}. Data: {', '.join(runs) or 'none yet'} "
                f"(seeds {', '.join(map(str, plan.seeds))}, {figure.split} split). "
-               f"Source figure: {paper}, {figure.name}.")
+               f"Source: {figure.name}; {paper}")
+    shared = {c.run: [d.experiment for d in cells if d.run == c.run] for c in cells
+              if c.run in plotted}
+    for run, members in sorted(shared.items()):
+        if len(members) > 1:
+            caption += (f" {', '.join(members)} share run {run} (identical settings on "
+                        "this dataset), so their marks coincide.")
+    if figure.kind == "curve":
+        caption += " Curves: greedy BLEU on the valid set after every epoch."
     if skipped:
         caption += f" Not plotted, no method yet: {', '.join(skipped)}."
     if missing:
@@ -140,7 +148,7 @@ def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
         ax.plot(xs, ys, label=label)
         plotted.add(cell.run)
     ax.set_xlabel(axis)
-    ax.set_ylabel(f"BLEU on {figure.split} (greedy)")
+    ax.set_ylabel("BLEU on valid (greedy)")
     ax.set_title(figure.name)
     if plotted:
         ax.legend(fontsize=8)

@@ -160,7 +160,7 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
         rendered["runs"] = " ".join(run_links.values()) or "-"
         rows.append(rendered)
     lines = [f"## {table.name}", "",
-             f"{paper.get('citation', table.paper)}: *{paper.get('title', '')}*", "",
+             f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
              table.caption, "", _markdown(pd.DataFrame(rows)), ""]
     notes = []
     if table.baseline is not None:
@@ -176,7 +176,8 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
         notes.append(f"Run {run} trains {', '.join(members)}: their settings are identical on "
                      "this dataset.")
     lines += [f"- {n}" for n in notes]
-    if not all(comparable.values()):
+    if not all(comparable.values()) and any(v is not None for row in table.rows
+                                            for v in row.reported.values()):
         reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
                                        for col in table.columns}} for row in table.rows]
         lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",

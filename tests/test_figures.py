@@ -103,7 +103,7 @@ def test_caption_names_runs_and_unimplemented(drawn, name: str, split: str) -> N
     caption = drawn[0][name].caption
     assert (f"Data: results/runs/{DATASET}/trm-base, results/runs/{DATASET}/trm-big "
             f"(seeds 1, 2, {split} split).") in caption
-    assert f"Source figure: Doe, Roe. TOY 2024., {name}." in caption
+    assert f"Source: {name}; Doe, Roe. TOY 2024." in caption
     assert caption.endswith("Not plotted, no method yet: abnet (not implemented).")
     assert "unfinished" not in caption
 

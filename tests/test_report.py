@@ -79,25 +79,27 @@ def test_real_dataset_two_seeds(tmp_path: Path, papers: Path) -> None:
     assert without_runs(rows["Transformer"]) == {
         "BLEU": "27.50 ± 0.71 (paper 27.30, Δ +0.20)",  # mean(27, 28), sample std
         "sacreBLEU": "26.25 ± 0.35 (paper 26.40, Δ -0.15)",
-        "#Params": "74M (paper 74M, Δ +0.00)",  # equal over seeds: shown once
-        "Latency": "31.0 ms ± 1.4 ms (paper 30.0 ms, Δ +1.00)",
-        "Speedup": "1.00x ± 0.00x (paper 1.00x, Δ +0.00)",  # the baseline against itself
+        "#Params": "74M (paper 74M, Δ +0)",  # equal over seeds: shown once
+        "Latency": "31.0 ms ± 1.4 ms (paper 30.0 ms, Δ +1.0 ms)",
+        "Speedup": "1.00x ± 0.00x (paper 1.00x, Δ +0.00x)",  # the baseline against itself
     }
     assert without_runs(rows["Transformer big"]) == {
         "BLEU": "28.50 ± 0.71▲ (paper 28.40, Δ +0.10)",
-        "sacreBLEU": "27.12 ± 0.18▲ (paper -)",  # mean(27.0, 27.25); the paper has none
-        "#Params": "765,432 (paper 800,000, Δ -34568.00)",  # exact below a million
-        "Latency": "17.5 ms ± 3.5 ms (paper -)",
+        "sacreBLEU": "27.12 ± 0.18▲",  # mean(27.0, 27.25); the paper has none
+        "#Params": "765,432 (paper 800,000, Δ -34,568)",  # exact below a million
+        "Latency": "17.5 ms ± 3.5 ms",
         # per seed: 30/15 = 2.0 and 32/20 = 1.6 (not the ratio of the means, 31/17.5)
-        "Speedup": "1.80x ± 0.28x (paper 1.90x, Δ -0.10)",
+        "Speedup": "1.80x ± 0.28x (paper 1.90x, Δ -0.10x)",
     }
-    assert set(without_runs(rows["AB-Net"]).values()) == {"not implemented"}
+    # unbuilt and quoted rows keep the paper's number where it has one
+    assert without_runs(rows["AB-Net"])["BLEU"] == "not implemented (paper 29.00)"
+    assert {v for k, v in without_runs(rows["AB-Net"]).items() if k != "BLEU"} == {
+        "not implemented"}
     assert without_runs(rows["Prior work"]) == {
-        "BLEU": "external; paper 28.00", "sacreBLEU": "external; paper -",
-        "#Params": "external; paper -", "Latency": "external; paper -",
-        "Speedup": "external; paper -"}
+        "BLEU": "external (paper 28.00)", "sacreBLEU": "external",
+        "#Params": "external", "Latency": "external", "Speedup": "external"}
     body = section(text, TABLE)
-    assert "Doe, Roe. TOY 2024.: *A Toy Paper on BERT*" in body
+    assert "Source: *A Toy Paper on BERT*; Doe, Roe. TOY 2024." in body
     assert "Table 1: the toy table." in body
     assert "- Ours: mean ± sample std over seeds 1, 2." in body
     assert "significantly better/worse than the baseline row (trm-base) in every seed" in body
@@ -115,16 +117,16 @@ def test_real_dataset_one_seed(tmp_path: Path, papers: Path) -> None:
     assert without_runs(rows["Transformer"]) == {
         "BLEU": "27.00 (paper 27.30, Δ -0.30)",  # the baseline row: never a mark
         "sacreBLEU": "26.00 (paper 26.40, Δ -0.40)",
-        "#Params": "74M (paper 74M, Δ +0.00)",
-        "Latency": "30.0 ms (paper 30.0 ms, Δ +0.00)",
-        "Speedup": "1.00x (paper 1.00x, Δ +0.00)",
+        "#Params": "74M (paper 74M, Δ +0)",
+        "Latency": "30.0 ms (paper 30.0 ms, Δ +0.0 ms)",
+        "Speedup": "1.00x (paper 1.00x, Δ +0.00x)",
     }
     assert without_runs(rows["Transformer big"]) == {
         "BLEU": "28.00▲ (paper 28.40, Δ -0.40)",
-        "sacreBLEU": "27.00▲ (paper -)",
-        "#Params": "765,432 (paper 800,000, Δ -34568.00)",
-        "Latency": "15.0 ms (paper -)",
-        "Speedup": "2.00x (paper 1.90x, Δ +0.10)",  # 30 ms / 15 ms
+        "sacreBLEU": "27.00▲",
+        "#Params": "765,432 (paper 800,000, Δ -34,568)",
+        "Latency": "15.0 ms",
+        "Speedup": "2.00x (paper 1.90x, Δ +0.10x)",  # 30 ms / 15 ms
     }
     assert "mean ± sample std" not in text
 
@@ -142,10 +144,10 @@ def test_significance_marks(tmp_path: Path, papers: Path, verdicts, mark) -> Non
                  verdicts={("trm-big", 1): verdicts[0], ("trm-big", 2): verdicts[1]})
     rows = rows_of(render(plan, tmp_path))
     assert rows["Transformer big"]["BLEU"] == f"28.50 ± 0.71{mark} (paper 28.40, Δ +0.10)"
-    assert rows["Transformer big"]["sacreBLEU"] == f"27.12 ± 0.18{mark} (paper -)"
+    assert rows["Transformer big"]["sacreBLEU"] == f"27.12 ± 0.18{mark}"
     assert rows["Transformer"]["BLEU"] == "27.50 ± 0.71 (paper 27.30, Δ +0.20)"
     # metrics that the bootstrap does not test never get a mark
-    assert rows["Transformer big"]["#Params"] == "765,432 (paper 800,000, Δ -34568.00)"
+    assert rows["Transformer big"]["#Params"] == "765,432 (paper 800,000, Δ -34,568)"
 
 
 def test_mark_needs_every_seeds_bootstrap(tmp_path: Path, papers: Path) -> None:
@@ -163,20 +165,21 @@ def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     rows = rows_of(render(plan, tmp_path))
     assert without_runs(rows["Transformer big"]) == {
         "BLEU": "28.00 (1 of 2 seeds missing) (paper 28.40, Δ -0.40)",
-        "sacreBLEU": "27.00 (1 of 2 seeds missing) (paper -)",
-        "#Params": "765,432 (1 of 2 seeds missing) (paper 800,000, Δ -34568.00)",
-        "Latency": "17.5 ms ± 3.5 ms (paper -)",  # its own latency files are all there
+        "sacreBLEU": "27.00 (1 of 2 seeds missing)",
+        "#Params": "765,432 (1 of 2 seeds missing) (paper 800,000, Δ -34,568)",
+        "Latency": "17.5 ms ± 3.5 ms",  # its own latency files are all there
         # seed 2's speedup needs the baseline's seed-2 latency, which is missing
-        "Speedup": "2.00x (1 of 2 seeds missing) (paper 1.90x, Δ +0.10)",
+        "Speedup": "2.00x (1 of 2 seeds missing) (paper 1.90x, Δ +0.10x)",
     }
     assert rows["Transformer"]["Latency"] == (
-        "30.0 ms (1 of 2 seeds missing) (paper 30.0 ms, Δ +0.00)")
+        "30.0 ms (1 of 2 seeds missing) (paper 30.0 ms, Δ +0.0 ms)")
 
     (tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json").unlink()
     rows = rows_of(render(plan, tmp_path))
     big = rows["Transformer big"]
-    assert (big["BLEU"], big["sacreBLEU"], big["#Params"]) == ("missing",) * 3
-    assert big["Latency"] == "17.5 ms ± 3.5 ms (paper -)"
+    assert (big["BLEU"], big["sacreBLEU"], big["#Params"]) == (
+        "missing (paper 28.40)", "missing", "missing (paper 800,000)")
+    assert big["Latency"] == "17.5 ms ± 3.5 ms"
 
 
 # --- toy world: ours alone, the paper's numbers apart ------------------------------------------
