@@ -50,6 +50,10 @@ def check(config: dict[str, Any], schema_path: str | Path,
     """
     from methods import METHODS
 
+    # `--config seeds=[1,2]` arrives as strings (snakemake parses lists with YAML's BaseLoader)
+    if isinstance(config.get("seeds"), list):
+        config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
+                           for s in config["seeds"]]
     validate(config, schema_path)
     plan = Plan(config, load_catalogue(papers_dir), set(METHODS))
     trainer_keys = {f.name for f in fields(TrainConfig)}

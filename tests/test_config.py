@@ -44,7 +44,7 @@ def _experiment(c, **settings):
      "config key 'experiments.transformer-tiny.max_epochs': 'ten' is not of type 'integer'"),
     (lambda c: c.pop("seeds"), "config key 'seeds' is missing"),
     (lambda c: c.update(seeds=3), "config key 'seeds': 3 is not of type 'array'"),
-    (lambda c: c.update(seeds=["1"]), "config key 'seeds.0': '1' is not of type 'integer'"),
+    (lambda c: c.update(seeds=["x"]), "config key 'seeds.0': 'x' is not of type 'integer'"),
     (lambda c: c["datasets"]["toy"].pop("lowercase"),
      "config key 'datasets.toy.lowercase' is missing"),
     (lambda c: c.update(tabels=["toyworld.table1"]),
@@ -206,3 +206,10 @@ def test_train_settings_order_defaults_experiment_overrides_seed(cfg):
     assert plan.train_settings("toy", "transformer-tiny-500")["seed"] == 3
     assert plan.decode_settings("toy", "transformer-tiny-500")["beam"] == 2
     assert nmtconfig.as_json(resolved) == nmtconfig.as_json(dict(reversed(resolved.items())))
+
+
+def test_seeds_from_the_command_line_become_integers(cfg):
+    """`snakemake --config seeds=[1,2]` passes the strings '1' and '2'."""
+    cfg["seeds"] = ["1", "2"]
+    assert nmtconfig.check(cfg, SCHEMA).seeds == [1, 2]
+    assert cfg["seeds"] == [1, 2]
