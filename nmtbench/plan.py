@@ -6,9 +6,10 @@ the toy world) and may adapt experiments per dataset (`datasets.<d>.overrides`, 
 method: the toy world shrinks every Transformer to `tiny`). Two consequences keep the plan small:
 
 - A training run is identified by what it trains. Experiments whose resolved training settings
-  are equal on a dataset share one run directory, named after the experiment that asks for those
-  settings itself (the dataset's overrides change none of the settings it names; else the
-  alphabetically first); the report says which cells share a run.
+  are equal on a dataset share one run directory, named after the plainest experiment (fewest
+  settings of its own) that asks for those settings itself, i.e. the dataset's overrides change
+  none of the settings it names (`transformer-base`, not `bertkd-transformer-base`); the report
+  says which cells share a run.
 - Decoding is identified by its settings (`decode_tag`), so experiments that differ only in
   beam or length penalty decode the same trained model twice instead of training it twice.
 
@@ -152,7 +153,8 @@ class Plan:
                     groups.setdefault(key, []).append(experiment)
             for members in groups.values():
                 literal = [e for e in members if self._asks_for_itself(dataset, e)]
-                run = min(literal or members)
+                # the plainest experiment (fewest settings of its own) names the run
+                run = min(literal or members, key=lambda e: (len(self.experiments[e]), e))
                 names.update({(dataset, e): run for e in members})
         return names
 
