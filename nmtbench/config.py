@@ -57,6 +57,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
     validate(config, schema_path)
     plan = Plan(config, load_catalogue(papers_dir), set(METHODS))
     trainer_keys = {f.name for f in fields(TrainConfig)}
+    decode_schema = yaml.safe_load(Path(schema_path).read_text())["$defs"]["decode"]
     methods = set(METHODS) | plan.catalogue.methods  # implemented, or named by the papers
     for name in config.get("experiments", {}):
         method = plan.experiments[name]["method"]
@@ -74,6 +75,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
             if key not in known:
                 raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
                                  f"method {method!r}")
+        _check_decode(decode_schema, experiment.get("decode", {}), f"{where}.decode")
         for key in config["defaults"]:
             if key not in known:
                 raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
@@ -88,12 +90,24 @@ def check(config: dict[str, Any], schema_path: str | Path,
                 if key not in known:
                     raise InputError(f"config key 'datasets.{dataset}.overrides.{method}.{key}' "
                                      f"is not a setting of the trainer or of method {method!r}")
+            _check_decode(decode_schema, settings.get("decode", {}),
+                          f"config key 'datasets.{dataset}.overrides.{method}.decode")
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
                              f"{dataset!r}")
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
     return plan
+
+
+def _check_decode(schema: dict[str, Any], decode: dict[str, Any], where: str) -> None:
+    """Decoding settings outside the config file (papers, overrides) against the config's
+    decode schema; `where` is the message's prefix up to the key."""
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(decode))
+    if error is not None:
+        key = ".".join(str(p) for p in error.absolute_path)
+        raise InputError(f"{where}{'.' + key if key else ''}': {error.message}")
 
 
 def load_config(paths: list[str | Path]) -> dict[str, Any]:

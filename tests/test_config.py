@@ -213,3 +213,27 @@ def test_seeds_from_the_command_line_become_integers(cfg):
     cfg["seeds"] = ["1", "2"]
     assert nmtconfig.check(cfg, SCHEMA).seeds == [1, 2]
     assert cfg["seeds"] == [1, 2]
+
+
+@pytest.mark.parametrize("decode, message", [
+    ("{beem: 4}", "decode': Additional properties are not allowed ('beem'"),
+    ("{beam: 0}", "decode.beam': 0 is less than the minimum of 1"),
+])
+def test_decode_settings_in_paper_files_are_checked(cfg, tmp_path, decode, message):
+    """The paper schema leaves `decode` open; check() holds it to the config's decode schema."""
+    papers = tmp_path / "papers"
+    shutil.copytree(PAPERS_DIR, papers)
+    toy = papers / "toyworld.yaml"
+    toy.write_text(toy.read_text().replace(
+        "    train_pairs: 500\n", f"    train_pairs: 500\n    decode: {decode}\n"))
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, SCHEMA, papers)
+    assert str(err.value).startswith(f"{toy}: key 'experiments.transformer-tiny-500.decode")
+    assert message in str(err.value)
+
+
+def test_decode_overrides_of_a_dataset_are_checked(cfg):
+    cfg["datasets"]["toy"]["overrides"]["transformer"]["decode"] = {"lenpen_form": "gmnt"}
+    with pytest.raises(InputError, match=r"datasets\.toy\.overrides\.transformer\.decode\."
+                                         r"lenpen_form': 'gmnt' is not one of"):
+        nmtconfig.check(cfg, SCHEMA)
