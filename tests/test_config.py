@@ -100,24 +100,29 @@ def test_known_but_unimplemented_method_is_not_an_error(cfg):
     assert "toy/transformer-tiny" not in _runs(plan)
 
 
-def test_a_bad_paper_file_stops_check_with_its_name(cfg, tmp_path):
-    shutil.copytree(PAPERS_DIR, tmp_path / "papers")
-    bad = tmp_path / "papers" / "toyworld.yaml"
-    bad.write_text(bad.read_text().replace("baseline: transformer-tiny-500",
-                                           "baseline: transformer-tiny-5000"))
+def _check_edited_toyworld(cfg, tmp_path, old: str, new: str) -> tuple[Path, str]:
+    """check() against a copy of papers/ whose toyworld.yaml has `old` replaced by `new`;
+    returns that file and the one-line error it must raise."""
+    papers = tmp_path / "papers"
+    shutil.copytree(PAPERS_DIR, papers)
+    toy = papers / "toyworld.yaml"
+    assert old in toy.read_text()
+    toy.write_text(toy.read_text().replace(old, new))
     with pytest.raises(InputError) as err:
-        nmtconfig.check(cfg, SCHEMA, tmp_path / "papers")
-    assert str(err.value).startswith(f"{bad}: key 'tables.table1.baseline'")
+        nmtconfig.check(cfg, SCHEMA, papers)
+    return toy, str(err.value)
+
+
+def test_a_bad_paper_file_stops_check_with_its_name(cfg, tmp_path):
+    bad, error = _check_edited_toyworld(cfg, tmp_path, "baseline: transformer-tiny-500",
+                                        "baseline: transformer-tiny-5000")
+    assert error.startswith(f"{bad}: key 'tables.table1.baseline'")
 
 
 def test_a_paper_experiment_key_error_names_the_paper_file(cfg, tmp_path):
-    shutil.copytree(PAPERS_DIR, tmp_path / "papers")
-    paper = tmp_path / "papers" / "toyworld.yaml"
-    paper.write_text(paper.read_text().replace("    train_pairs: 500\n",
-                                               "    train_pair: 500\n"))
-    with pytest.raises(InputError) as err:
-        nmtconfig.check(cfg, SCHEMA, tmp_path / "papers")
-    assert str(err.value) == (f"{paper}: key 'experiments.transformer-tiny-500.train_pair' "
+    paper, error = _check_edited_toyworld(cfg, tmp_path, "    train_pairs: 500\n",
+                                          "    train_pair: 500\n")
+    assert error == (f"{paper}: key 'experiments.transformer-tiny-500.train_pair' "
                               "is not a setting of the trainer or of method 'transformer'")
 
 
@@ -221,15 +226,10 @@ def test_seeds_from_the_command_line_become_integers(cfg):
 ])
 def test_decode_settings_in_paper_files_are_checked(cfg, tmp_path, decode, message):
     """The paper schema leaves `decode` open; check() holds it to the config's decode schema."""
-    papers = tmp_path / "papers"
-    shutil.copytree(PAPERS_DIR, papers)
-    toy = papers / "toyworld.yaml"
-    toy.write_text(toy.read_text().replace(
-        "    train_pairs: 500\n", f"    train_pairs: 500\n    decode: {decode}\n"))
-    with pytest.raises(InputError) as err:
-        nmtconfig.check(cfg, SCHEMA, papers)
-    assert str(err.value).startswith(f"{toy}: key 'experiments.transformer-tiny-500.decode")
-    assert message in str(err.value)
+    toy, error = _check_edited_toyworld(cfg, tmp_path, "    train_pairs: 500\n",
+                                        f"    train_pairs: 500\n    decode: {decode}\n")
+    assert error.startswith(f"{toy}: key 'experiments.transformer-tiny-500.decode")
+    assert message in error
 
 
 def test_decode_overrides_of_a_dataset_are_checked(cfg):
