@@ -14,16 +14,12 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, schema_key
 from nmtbench.papers import PAPERS_DIR, load_catalogue
 from nmtbench.plan import Plan
 from nmtbench.trainer import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "pretrained", "description"}
-
-
-def _key_path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
 
 
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:
@@ -35,11 +31,9 @@ def validate(config: dict[str, Any], schema_path: str | Path) -> None:
         return
     if error.validator == "required":
         missing = error.message.split("'")[1]
-        key = f"{_key_path(error)}.{missing}" if error.absolute_path else missing
+        key = f"{schema_key(error)}.{missing}" if error.absolute_path else missing
         raise InputError(f"config key '{key}' is missing")
-    if error.validator == "additionalProperties":
-        raise InputError(f"config key '{_key_path(error)}': {error.message}")
-    raise InputError(f"config key '{_key_path(error)}': {error.message}")
+    raise InputError(f"config key '{schema_key(error)}': {error.message}")
 
 
 def check(config: dict[str, Any], schema_path: str | Path,
@@ -106,8 +100,8 @@ def _check_decode(schema: dict[str, Any], decode: dict[str, Any], where: str) ->
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(decode))
     if error is not None:
-        key = ".".join(str(p) for p in error.absolute_path)
-        raise InputError(f"{where}{'.' + key if key else ''}': {error.message}")
+        key = "" if not error.absolute_path else f".{schema_key(error)}"
+        raise InputError(f"{where}{key}': {error.message}")
 
 
 def load_config(paths: list[str | Path]) -> dict[str, Any]:

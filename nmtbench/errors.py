@@ -3,3 +3,8 @@
 
 class InputError(Exception):
     """Bad input (config key, data file, checkpoint) described in one line naming what is wrong."""
+
+
+def schema_key(error) -> str:
+    """The dotted key a jsonschema ValidationError is about ("(top level)" for the root)."""
+    return ".".join(str(p) for p in error.absolute_path) or "(top level)"

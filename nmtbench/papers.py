@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, schema_key
 
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 SCHEMA = "schema.yaml"
@@ -47,10 +47,6 @@ class Table:
     columns: list[Column]
     rows: list[Row]
     baseline: str | None = None
-
-    def runs(self) -> set[tuple[str, str, str]]:
-        """(paper dataset, experiment, split) of every cell."""
-        return {(c.dataset, r.experiment, c.split) for r in self.rows for c in self.columns}
 
 
 @dataclass(frozen=True)
@@ -85,8 +81,7 @@ class Catalogue:
 
 
 def _schema_error(path: Path, error: jsonschema.ValidationError) -> InputError:
-    key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-    return InputError(f"{path}: key '{key}': {error.message}")
+    return InputError(f"{path}: key '{schema_key(error)}': {error.message}")
 
 
 def load_paper(path: Path, validator: jsonschema.Draft202012Validator) -> dict[str, Any]:
