@@ -13,6 +13,7 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/pretrained.smk"
 include: "rules/train.smk"
 include: "rules/decode.smk"
 include: "rules/evaluate.smk"

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from methods.bert_encoder import BertFrozen, BertInit
 from methods.transformer import Transformer
 from nmtbench.errors import InputError
 from nmtbench.method import Method
 
-METHODS: dict[str, type[Method]] = {"transformer": Transformer}
+METHODS: dict[str, type[Method]] = {
+    "transformer": Transformer,
+    "bert-init": BertInit,
+    "bert-frozen": BertFrozen,
+}
 
 
 def get_method(name: str) -> type[Method]:

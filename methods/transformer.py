@@ -58,6 +58,16 @@ SIZES: dict[str, TransformerConfig] = {
 }
 
 
+def transformer_config(cfg: dict[str, Any]) -> TransformerConfig:
+    """`cfg["size"]` (default "base") picks a SIZES entry; any TransformerConfig field in cfg
+    overrides it; other keys (trainer settings, other methods' keys) are ignored."""
+    size = cfg.get("size", "base")
+    if size not in SIZES:
+        raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
+    names = {f.name for f in fields(TransformerConfig)}
+    return replace(SIZES[size], **{k: v for k, v in cfg.items() if k in names})
+
+
 def sinusoids(n: int, d: int) -> torch.Tensor:
     """fairseq's sinusoidal table (n, d): sines in the first half of the channels, cosines in
     the second (not interleaved as in Vaswani et al.)."""
@@ -72,14 +82,14 @@ class MultiheadAttention(nn.Module):
     """Attention with separate q/k/v/out projections, so keys/values can be projected once and
     cached: `kv` projects the memory, `forward` attends a query over given keys/values."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float):
+    def __init__(self, d_model: int, n_heads: int, dropout: float, kdim: int | None = None):
         super().__init__()
         assert d_model % n_heads == 0, "d_model must be divisible by n_heads"
         self.n_heads = n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(kdim or d_model, d_model)  # kdim: a memory of another width
+        self.v_proj = nn.Linear(kdim or d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -87,7 +97,7 @@ class MultiheadAttention(nn.Module):
         return x.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)  # (B, H, T, Dh)
 
     def kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values (B, H, S, Dh) of the memory (B, S, D)."""
+        """Keys and values (B, H, S, Dh) of the memory (B, S, kdim)."""
         return self._split(self.k_proj(memory)), self._split(self.v_proj(memory))
 
     def forward(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -146,11 +156,12 @@ class EncoderLayer(Block):
 
 
 class DecoderLayer(Block):
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig, memory_dim: int | None = None):
         super().__init__(cfg)
         self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.self_attn_norm = nn.LayerNorm(cfg.d_model)
-        self.cross_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout,
+                                             kdim=memory_dim)
         self.cross_attn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
@@ -190,7 +201,10 @@ class Transformer(Method):
 
     decoding = "beam"
 
-    def __init__(self, cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab):
+    def __init__(self, cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
+                 memory_dim: int | None = None):
+        """`memory_dim`: the encoder output's width when it differs from d_model (a BERT
+        encoder); the decoder's cross-attention projects it (fairseq's kdim/vdim)."""
         super().__init__()
         self.cfg = cfg
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
@@ -202,7 +216,8 @@ class Transformer(Method):
                              persistent=False)  # (P, D), derived, so not saved
         self.drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg, memory_dim)
+                                     for _ in range(cfg.decoder_layers))
         # pre-norm stacks end un-normalised, so fairseq adds a final LayerNorm to each
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
@@ -225,16 +240,10 @@ class Transformer(Method):
 
     @classmethod
     def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None) -> Transformer:
-        """`cfg["size"]` (default "base") picks a SIZES entry; any TransformerConfig field in cfg
-        overrides it; other keys (trainer settings) are ignored. The baseline uses no
-        pre-trained checkpoint, so `pretrained` is ignored."""
-        size = cfg.get("size", "base")
-        if size not in SIZES:
-            raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
-        names = {f.name for f in fields(TransformerConfig)}
-        return cls(replace(SIZES[size], **{k: v for k, v in cfg.items() if k in names}),
-                   src_vocab, tgt_vocab)
+              pretrained: dict[str, str] | None = None, weights: bool = True) -> Transformer:
+        """The baseline uses no pre-trained checkpoint: `pretrained` and `weights` are
+        ignored."""
+        return cls(transformer_config(cfg), src_vocab, tgt_vocab)
 
     @classmethod
     def config_keys(cls) -> set[str]:

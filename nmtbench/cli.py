@@ -48,6 +48,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     _threads(args.threads)
     paths = {k: getattr(args, k) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt",
                                            "src_tokenizer", "tgt_tokenizer")}
+    paths["pretrained"] = {}
+    for item in args.pretrained:
+        role, sep, directory = item.partition("=")
+        if not sep or not directory:
+            raise InputError(f"--pretrained {item!r}: expected ROLE=DIRECTORY")
+        paths["pretrained"][role] = directory
     summary = Trainer(args.run_dir, json.loads(args.config), paths, device=args.device).run()
     logging.info("training finished: %s", summary)
 
@@ -109,6 +115,37 @@ def cmd_prepare(args: argparse.Namespace) -> None:
                      f"data/{args.dataset}/prepared/ ({{train,valid,test}}.{{src,tgt}}) to use it")
 
 
+def cmd_params(args: argparse.Namespace) -> None:
+    from nmtbench.config import check, load_config
+    from nmtbench.errors import InputError as Error
+    from nmtbench.params import count_parameters
+
+    root = Path(args.root).resolve()
+    config = load_config([root / "config" / "config.yaml",
+                          *(args.configfile or [root / "config" / "paper.yaml"])])
+    plan = check(config, root / "config" / "schema.yaml", root / "papers")
+    if args.experiment not in plan.experiments:
+        raise Error(f"unknown experiment {args.experiment!r}")
+    if plan.status(args.experiment) != "ok":
+        raise Error(f"experiment {args.experiment!r}: {plan.status(args.experiment)}")
+    print(json.dumps(count_parameters(plan, args.dataset, args.experiment)))
+
+
+def cmd_snapshot(args: argparse.Namespace) -> None:
+    from nmtbench.pretrained import PRETRAINED_DIR, snapshot
+
+    out = snapshot(args.name, args.out or f"{PRETRAINED_DIR}/{args.name}")
+    logging.info("checkpoint %s saved to %s", args.name, out)
+
+
+def cmd_pretrain(args: argparse.Namespace) -> None:
+    from nmtbench.pretraining import pretrain
+
+    _threads(args.threads)
+    summary = pretrain(args.corpus, args.tokenizer, args.out, json.loads(args.settings))
+    logging.info("pre-training finished: held-out %s", summary["heldout"])
+
+
 def cmd_score(args: argparse.Namespace) -> None:
     from nmtbench.metrics import score_files
 
@@ -126,7 +163,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     plan = check(config, root / "config" / "schema.yaml", root / "papers")
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "tables.md"
-    for path in write_report(plan, results, out, root):
+    for path in write_report(plan, results, out, root, Path(args.pretrained)):
         logging.info("wrote %s", path)
 
 
@@ -165,9 +202,36 @@ def parser() -> argparse.ArgumentParser:
     for name in ("train-src", "train-tgt", "valid-src", "valid-tgt", "src-tokenizer",
                  "tgt-tokenizer"):
         s.add_argument(f"--{name}", required=True)
+    s.add_argument("--pretrained", action="append", default=[], metavar="ROLE=DIR",
+                   help="a checkpoint the method loads, e.g. src_bert=data/pretrained/x")
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("snapshot", help="download a hub checkpoint for offline use")
+    s.add_argument("name", help="Hugging Face hub name, e.g. bert-base-uncased")
+    s.add_argument("--out", help="directory to write (default: data/pretrained/NAME)")
+    s.set_defaults(func=cmd_snapshot)
+
+    s = sub.add_parser("pretrain", help="pre-train a tiny BERT or GPT-2 on a monolingual corpus")
+    s.add_argument("--corpus", required=True)
+    s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--settings", required=True,
+                   help="JSON object of nmtbench.pretraining.PretrainConfig fields")
+    s.add_argument("--threads", type=int)
+    s.set_defaults(func=cmd_pretrain)
+
+    s = sub.add_parser("params", help="count an experiment's parameters from configs alone",
+                       description="Build the experiment's model on the dataset from configs "
+                       "only (random weights, no download) and print {\"total\", \"trained\"}.")
+    s.add_argument("experiment")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--configfile", nargs="*",
+                   help="config files merged over config/config.yaml (default: "
+                   "config/paper.yaml, the papers' settings)")
+    s.add_argument("--root", default=".", help="the repository: config/ and papers/")
+    s.set_defaults(func=cmd_params)
 
     s = sub.add_parser("decode", help="translate a file with a trained run")
     s.add_argument("--run-dir", required=True)
@@ -207,6 +271,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--results", default="results", help="the directory holding runs/")
     s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; figures "
                    "go beside it under figures/)")
+    s.add_argument("--pretrained", default="data/pretrained",
+                   help="the directory holding the checkpoints pre-trained in the DAG")
     s.add_argument("--root", default=".", help="the repository: config/, papers/, git commit")
     s.set_defaults(func=cmd_report)
 

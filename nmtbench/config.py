@@ -17,6 +17,8 @@ import yaml
 from nmtbench.errors import InputError, schema_key
 from nmtbench.papers import PAPERS_DIR, load_catalogue
 from nmtbench.plan import Plan
+from nmtbench.pretrained import checkpoint_dir
+from nmtbench.pretraining import PretrainConfig
 from nmtbench.trainer import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "pretrained", "description"}
@@ -49,7 +51,8 @@ def check(config: dict[str, Any], schema_path: str | Path,
         config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
                            for s in config["seeds"]]
     validate(config, schema_path)
-    plan = Plan(config, load_catalogue(papers_dir), set(METHODS))
+    plan = Plan(config, load_catalogue(papers_dir),
+                {name: method.config_keys() for name, method in METHODS.items()})
     trainer_keys = {f.name for f in fields(TrainConfig)}
     decode_schema = yaml.safe_load(Path(schema_path).read_text())["$defs"]["decode"]
     methods = set(METHODS) | plan.catalogue.methods  # implemented, or named by the papers
@@ -90,8 +93,28 @@ def check(config: dict[str, Any], schema_path: str | Path,
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
                              f"{dataset!r}")
+    for name, spec in config.get("pretraining", {}).items():
+        where = f"config key 'pretraining.{name}"
+        if config["datasets"].get(spec["dataset"], {}).get("kind") != "toyworld":
+            raise InputError(f"{where}.dataset': {spec['dataset']!r} is not a configured toy "
+                             "world (pre-training reads its monolingual corpus)")
+        try:
+            PretrainConfig.from_dict(pretrain_settings(spec))
+        except InputError as err:
+            raise InputError(f"{where}': {err}") from None
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
+    for dataset, run in plan.runs():
+        for role, name in plan.checkpoints(dataset, run).items():
+            try:
+                checkpoint_dir(name, config.get("pretraining"))
+            except InputError as err:
+                raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
     return plan
+
+
+def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """A `pretraining` entry's PretrainConfig fields (without where its corpus comes from)."""
+    return {k: v for k, v in spec.items() if k not in ("dataset", "side")}
 
 
 def _check_decode(schema: dict[str, Any], decode: dict[str, Any], where: str) -> None:

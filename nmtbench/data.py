@@ -58,27 +58,10 @@ class ParallelData:
         return cls(src, tgt, src_tok.pad_token_id, tgt_tok.pad_token_id)
 
     def batches(self, max_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
-        """Group examples of similar length so that no batch exceeds max_tokens (padded).
-
-        As fairseq does: sort by (target, source) length, fill batches greedily, then shuffle
-        the batch order with a generator seeded per epoch, so that a resumed run sees the
-        same batches in the same order.
-        """
+        """Token batches of pairs sorted by (target, source) length, as fairseq orders them."""
         order = sorted(range(len(self)), key=lambda i: (len(self.tgt[i]), len(self.src[i]), i))
-        batches, current, longest = [], [], 0
-        for i in order:
-            length = max(len(self.src[i]), len(self.tgt[i]))
-            if current and max(longest, length) * (len(current) + 1) > max_tokens:
-                batches.append(current)
-                current, longest = [], 0
-            current.append(i)
-            longest = max(longest, length)
-        if current:
-            batches.append(current)
-        if shuffle_seed is not None:
-            generator = torch.Generator().manual_seed(shuffle_seed)
-            batches = [batches[j] for j in torch.randperm(len(batches), generator=generator)]
-        return batches
+        lengths = [max(len(s), len(t)) for s, t in zip(self.src, self.tgt)]
+        return token_batches(order, lengths, max_tokens, shuffle_seed)
 
     def collate(self, indices: list[int]) -> Batch:
         """Pad a batch; the target is split into decoder input ([CLS] y) and output (y [SEP])."""
@@ -87,6 +70,29 @@ class ParallelData:
                      tgt_in=_pad([t[:-1] for t in tgt], self.tgt_pad),
                      tgt_out=_pad([t[1:] for t in tgt], self.tgt_pad),
                      ids=torch.tensor(indices))
+
+
+def token_batches(order: list[int], lengths: list[int], max_tokens: int,
+                  shuffle_seed: int | None = None) -> list[list[int]]:
+    """Group examples of similar length so that no batch exceeds max_tokens (padded).
+
+    As fairseq does: walk the examples in length order, fill batches greedily, then shuffle
+    the batch order with a generator seeded per epoch, so that a resumed run sees the same
+    batches in the same order.
+    """
+    batches, current, longest = [], [], 0
+    for i in order:
+        if current and max(longest, lengths[i]) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, lengths[i])
+    if current:
+        batches.append(current)
+    if shuffle_seed is not None:
+        generator = torch.Generator().manual_seed(shuffle_seed)
+        batches = [batches[j] for j in torch.randperm(len(batches), generator=generator)]
+    return batches
 
 
 def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:

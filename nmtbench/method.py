@@ -48,8 +48,14 @@ class Method(nn.Module):
 
     @classmethod
     def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None) -> Method:
-        """Build the model from the resolved experiment config and the two vocabularies."""
+              pretrained: dict[str, str] | None = None, weights: bool = True) -> Method:
+        """Build the model from the resolved experiment config and the two vocabularies.
+
+        `pretrained` maps a checkpoint role of the config (`src_bert`) to the directory holding
+        it; a role missing there is taken from the config's checkpoint name (whose architecture
+        `nmtbench.pretrained` knows offline). `weights=False` builds the architecture with
+        random weights: for counting parameters, or before loading a trained run's state.
+        """
         raise NotImplementedError
 
     @classmethod

@@ -34,6 +34,8 @@ NOT_TRAINING = {"description", "decode"}
 # Settings the papers use that no code serves yet: an experiment using one is not implemented.
 SETTINGS_NOT_BUILT = {"back_translation"}
 DECODE_DEFAULTS = {"max_len_a": 1.2, "max_len_b": 10}
+# Settings naming a pre-trained checkpoint, and the side whose dataset checkpoint fills them.
+CHECKPOINT_ROLES = {"src_bert": "src"}
 
 
 def _number(value: float) -> str:
@@ -70,7 +72,8 @@ class Plan:
     """The requested tables/figures of one config, resolved against the paper catalogue."""
 
     def __init__(self, config: dict[str, Any], catalogue: Catalogue,
-                 implemented: set[str]) -> None:
+                 implemented: dict[str, set[str]]) -> None:
+        """`implemented` maps each implemented method to the config keys it reads."""
         self.config = config
         self.catalogue = catalogue
         self.implemented = implemented
@@ -123,10 +126,16 @@ class Plan:
 
     def train_settings(self, dataset: str, experiment: str, seed: int | None = None,
                        with_overrides: bool = True) -> dict[str, Any]:
-        """defaults <- experiment <- the dataset's overrides for its method (<- seed)."""
+        """defaults <- the dataset's checkpoints <- experiment <- the dataset's overrides for
+        its method (<- seed). The dataset's checkpoint of a side fills a checkpoint role of
+        the method (`src_bert`) that the experiment leaves open."""
         spec = self.experiments[experiment]
-        settings = {**self.config["defaults"],
-                    **{k: v for k, v in spec.items() if k not in NOT_TRAINING}}
+        settings = dict(self.config["defaults"])
+        keys = self.implemented.get(spec["method"], set())
+        checkpoints = self.config["datasets"][dataset].get("checkpoints", {})
+        settings.update({role: checkpoints[side] for role, side in CHECKPOINT_ROLES.items()
+                         if role in keys and side in checkpoints})
+        settings.update({k: v for k, v in spec.items() if k not in NOT_TRAINING})
         if with_overrides:
             overrides = self.config["datasets"][dataset].get("overrides", {})
             settings.update({k: v for k, v in overrides.get(spec["method"], {}).items()
@@ -134,6 +143,37 @@ class Plan:
         if seed is not None:
             settings["seed"] = seed
         return settings
+
+    def run_settings(self, dataset: str, run: str, seed: int) -> dict[str, Any]:
+        """What the run `run` trains with: its settings, logging valid BLEU when the config
+        asks for it everywhere or a curve figure of any paper draws an experiment it trains
+        (fixed by the catalogue, so asking for another table never retrains a run)."""
+        settings = self.train_settings(dataset, run, seed)
+        drawn = {e for f in self.catalogue.figures.values() if f.kind == "curve"
+                 for e in f.experiments()}
+        settings["valid_bleu"] = bool(settings.get("valid_bleu")) or any(
+            e in drawn for e in self.sharing(dataset, run))
+        return settings
+
+    def checkpoints(self, dataset: str, run: str) -> dict[str, str]:
+        """The pre-trained checkpoints a run loads: role (`src_bert`) -> name."""
+        settings = self.train_settings(dataset, run)
+        return {role: settings[role] for role in CHECKPOINT_ROLES if role in settings}
+
+    def _cells(self) -> list[Cell]:
+        return ([cell for table in self.tables for _, _, cell in self.table_cells(table)]
+                + [cell for figure in self.figures for cell in self.figure_cells(figure)])
+
+    def runs(self) -> list[tuple[str, str]]:
+        """The (dataset, run) pairs the requested tables and figures train."""
+        return sorted({(c.dataset, c.run) for c in self._cells() if c.run is not None})
+
+    def pretrained_targets(self) -> list[str]:
+        """The names of the checkpoints pre-trained in the DAG on the datasets the requested
+        items use (the report shows how well they learned)."""
+        used = {cell.dataset for cell in self._cells()}
+        return sorted(name for name, spec in self.config.get("pretraining", {}).items()
+                      if spec["dataset"] in used)
 
     def decode_settings(self, dataset: str, experiment: str) -> dict[str, Any]:
         spec = self.experiments[experiment]
@@ -173,6 +213,12 @@ class Plan:
         status = self.status(experiment)
         if status != "ok":
             return Cell(dataset, experiment, status)
+        keys = self.implemented[self.experiments[experiment]["method"]]
+        for role, side in CHECKPOINT_ROLES.items():
+            if role in keys and role not in self.train_settings(dataset, experiment):
+                raise InputError(f"{where}: experiment {experiment!r} on dataset {dataset!r} "
+                                 f"names no {role} checkpoint (set it in the experiment, or "
+                                 f"'datasets.{dataset}.checkpoints.{side}')")
         return Cell(dataset, experiment, status, self._run_names[(dataset, experiment)],
                     decode_tag(self.decode_settings(dataset, experiment)))
 

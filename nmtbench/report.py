@@ -31,6 +31,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_json, write_text
 from nmtbench.papers import Table
 from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, bootstrap_file
+from nmtbench.pretrained import PRETRAINED_DIR
 
 MISSING = "missing"
 LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "rouge-score",
@@ -104,9 +105,11 @@ class Results:
         return ""
 
 
-def write_report(plan: Plan, results_dir: Path, out: Path, root: Path) -> list[Path]:
+def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
+                 pretrained_dir: Path = Path(PRETRAINED_DIR)) -> list[Path]:
     """Write tables.md (at `out`) and the requested figures (under `out`'s figures/) from the
-    runs in `results_dir`; `root` is the repository whose commit goes into the provenance."""
+    runs in `results_dir` and the checkpoints pre-trained under `pretrained_dir`; `root` is
+    the repository whose commit goes into the provenance."""
     root, out = Path(root).resolve(), Path(out).resolve()
     results = Results(plan, Path(results_dir).resolve())
     lines = ["# Results", "",
@@ -130,6 +133,8 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path) -> list[P
             png = Path(os.path.relpath(drawn.paths[0], out.parent)).as_posix()
             lines += [f"### {figure.name}", "", f"![{figure.name}]({quote(png)})", "",
                       drawn.caption, ""]
+    if plan.pretrained_targets():
+        lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
     lines += ["", "## Provenance", "",
               *_provenance(plan.config, root, _run_records(plan, results))]
     write_text(out, "\n".join(lines).rstrip() + "\n")
@@ -235,6 +240,31 @@ def _format(values: list[float], metric: str) -> str:
     if len(values) == 1:
         return fmt(values[0])
     return f"{fmt(statistics.mean(values))} ± {fmt(statistics.stdev(values))}"
+
+
+def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
+    """How well the checkpoints pre-trained in the DAG learned, on their held-out text."""
+    rows = []
+    for name in plan.pretrained_targets():
+        spec = plan.config["pretraining"][name]
+        summary = read_json(pretrained_dir / name / "pretrain_summary.json")
+        row = {"Checkpoint": name, "Model": spec["model"],
+               "Corpus": f"{spec['dataset']} mono.{spec['side']}"}
+        if summary is None:
+            rows.append({**row, "Layers × d": "missing"})
+            continue
+        settings, heldout = summary["settings"], summary["heldout"]
+        rows.append({**row, "Layers × d": f"{settings['layers']} × {settings['d_model']}",
+                     "Params": _count(summary["params"]),
+                     "Updates (epochs)": f"{summary['updates']} ({summary['epochs']:g})",
+                     "Held-out accuracy": f"{100 * heldout['accuracy']:.1f}%",
+                     "Held-out perplexity": f"{heldout['perplexity']:.1f}",
+                     "Seconds": f"{summary['seconds']:.0f}"})
+    return ["## Pre-trained checkpoints", "",
+            "Pre-trained in the DAG on the toy world's monolingual text. Held-out accuracy: "
+            "masked tokens predicted correctly (BERT, 15% of tokens selected, 80/10/10) or "
+            "next tokens (GPT-2), on the corpus's last sentences, never trained on.", "",
+            _markdown(pd.DataFrame(rows).fillna("-"))]
 
 
 def _reported(value: float | None, metric: str) -> str:

@@ -94,7 +94,7 @@ class Trainer:
         torch.manual_seed(self.tc.seed)
         method = get_method(cfg["method"])
         self.model: Method = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
-                                          cfg.get("pretrained")).to(self.device)
+                                          paths.get("pretrained", {})).to(self.device)
         self.optimizer = torch.optim.Adam(list(self.model.trainable_parameters()), lr=self.tc.lr,
                                           betas=self.tc.adam_betas, eps=self.tc.adam_eps,
                                           weight_decay=self.tc.weight_decay)

@@ -36,7 +36,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     src_tok = load_tokenizer(paths["src_tokenizer"])
     tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
     model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
-                                            cfg.get("pretrained"))
+                                            paths.get("pretrained", {}), weights=False)
     if average_last > 0:
         found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
         if len(found) < average_last:

@@ -1,9 +1,12 @@
 # Config checking and every input function; the other rule files stay declarative.
 import os
+import re
+import shlex
 import sys
 
 from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
+from nmtbench.pretrained import PRETRAINED_DIR, checkpoint_dir
 
 try:
     PLAN = nmtconfig.check(
@@ -59,31 +62,66 @@ def tokenizer_dir(dataset, side):
 
 
 def tokenizer_file(dataset, side):
-    """The file that marks a saved tokenizer; rules pass its directory on."""
+    """The file that marks a trained WordPiece tokenizer; rules pass its directory on."""
     return f"{tokenizer_dir(dataset, side)}/tokenizer_config.json"
+
+
+def side_tokenizer(dataset, side):
+    """The marker of a side's tokenizer: the side's checkpoint, whose vocabulary every model
+    then uses, or the WordPiece trained on the data."""
+    name = config["datasets"][dataset].get("checkpoints", {}).get(side)
+    return tokenizer_file(dataset, side) if name is None else checkpoint_marker(name)
+
+
+def checkpoint_marker(name):
+    """The file that marks a pre-trained checkpoint's directory as complete."""
+    return f"{checkpoint_dir(name, config.get('pretraining'))}/config.json"
+
+
+def pretraining_spec(wildcards):
+    return config["pretraining"][wildcards.pretrained]
 
 
 def run_file(name):
     return f"{RUN}/{name}"
 
 
+def pretrained_outputs():
+    return [checkpoint_marker(name) for name in PLAN.pretrained_targets()]
+
+
 def final_outputs():
-    return PLAN.targets() + ["results/tables.md"] + PLAN.figure_outputs()
+    return (PLAN.targets() + pretrained_outputs() + ["results/tables.md"]
+            + PLAN.figure_outputs())
 
 
 def train_inputs(wildcards):
+    """Data, tokenizers and checkpoints; a BERT reads the source in its own vocabulary."""
     d = wildcards.dataset
-    return {
+    checkpoints = PLAN.checkpoints(d, wildcards.experiment)
+    inputs = {
         **{f"{split}_{side}": prepared(d, f"{split}.{side}")
            for split in ("train", "valid") for side in ("src", "tgt")},
-        **{f"{side}_tokenizer": tokenizer_file(d, side)
+        **{f"{side}_tokenizer": side_tokenizer(d, side)
            for side in ("src", "tgt")},
+        **{f"pretrained_{role}": checkpoint_marker(name) for role, name in checkpoints.items()},
     }
+    if "src_bert" in checkpoints:
+        inputs["src_tokenizer"] = checkpoint_marker(checkpoints["src_bert"])
+    return inputs
+
+
+def pretrained_arguments(wildcards, input):
+    """`--pretrained role=DIR` for every checkpoint the run loads (shell-quoted)."""
+    return " ".join(
+        "--pretrained " + shlex.quote(f"{key[len('pretrained_'):]}={os.path.dirname(path)}")
+        for key, path in input.items() if key.startswith("pretrained_")
+    )
 
 
 def experiment_json(wildcards):
     return nmtconfig.as_json(
-        PLAN.train_settings(wildcards.dataset, wildcards.experiment, int(wildcards.seed))
+        PLAN.run_settings(wildcards.dataset, wildcards.experiment, int(wildcards.seed))
     )
 
 

@@ -4,6 +4,7 @@
 rule report:
     input:
         PLAN.targets(),
+        pretrained_outputs(),
     output:
         tables=report(
             "results/tables.md",

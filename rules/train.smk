@@ -13,6 +13,7 @@ rule train:
         device=config.get("device", "auto"),
         src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
         tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
+        pretrained=pretrained_arguments,
     conda:
         "../envs/nmtbench.yaml"
     log:
@@ -29,4 +30,5 @@ rule train:
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
+        "{params.pretrained} "
         "--device {params.device:q} --threads {threads} >> {log:q} 2>&1"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from methods import METHODS
 from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
 from nmtbench.papers import PAPERS_DIR, load_catalogue
@@ -134,7 +135,8 @@ def make_config(**changes):
 
 
 def plan_for(catalogue, implemented=frozenset({"transformer"}), **changes):
-    return Plan(make_config(**changes), catalogue, set(implemented))
+    return Plan(make_config(**changes), catalogue, {m: METHODS[m].config_keys() if m in METHODS
+                                                    else set() for m in implemented})
 
 
 def run_dirs(targets):

@@ -1,0 +1,37 @@
+"""Parameter counts from configs alone: the model an experiment builds on a dataset, with
+random weights and no download (checkpoint architectures come from `nmtbench.pretrained`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from methods import get_method
+from nmtbench.method import Vocab
+from nmtbench.plan import Plan
+from nmtbench.pretrained import model_config
+from nmtbench.tokenization import load_tokenizer, vocab_of
+
+
+def side_vocab(plan: Plan, dataset: str, side: str, checkpoint: str | None = None) -> Vocab:
+    """A side's vocabulary: the checkpoint's (given, or the dataset's for that side), else the
+    WordPiece trained for the dataset when it exists on disk, else its configured size."""
+    spec = plan.config["datasets"][dataset]
+    checkpoint = checkpoint or spec.get("checkpoints", {}).get(side)
+    if checkpoint is not None:
+        return Vocab(size=model_config(checkpoint).vocab_size, pad=0, bos=1, eos=2, unk=3,
+                     mask=4)
+    trained = Path("data") / dataset / "tokenizer" / side
+    if (trained / "tokenizer_config.json").is_file():
+        return vocab_of(load_tokenizer(trained))
+    return Vocab(size=spec["vocab_size"][side], pad=0, bos=1, eos=2, unk=3, mask=4)
+
+
+def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int]:
+    """{"total": N, "trained": N} of `experiment` as the plan resolves it on `dataset` (a
+    configured dataset, or a paper dataset the config maps onto one)."""
+    dataset = plan.dataset(dataset, "--dataset")
+    settings = plan.train_settings(dataset, experiment)
+    src_vocab = side_vocab(plan, dataset, "src", settings.get("src_bert"))
+    model = get_method(settings["method"]).build(settings, src_vocab,
+                                                 side_vocab(plan, dataset, "tgt"), weights=False)
+    return model.num_params()

@@ -1,0 +1,154 @@
+"""Pre-trained checkpoints: where they live, what they look like, and how methods use them.
+
+A checkpoint is named in config by a Hugging Face hub name (`bert-base-uncased`), a local
+directory, or a name the config pre-trains on the toy world (`toy-bert-src`). Hub names are
+snapshotted once to `data/pretrained/<name>/` (rules/pretrained.smk), so training jobs load
+from disk only, with `HF_HUB_OFFLINE=1` on cluster nodes. Everything is loaded through
+`transformers` (`AutoConfig`, `AutoModel`, `AutoTokenizer` on a directory), the same call for a
+real BERT and for the toy world's tiny ones.
+
+The architecture facts of every checkpoint the papers name are shipped here, so the DAG can be
+planned and parameters counted (`python -m nmtbench params`) with no download.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, BertConfig, GPT2Config, PretrainedConfig
+
+from nmtbench.errors import InputError
+
+PRETRAINED_DIR = "data/pretrained"
+
+_BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                  intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
+_BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                   intermediate_size=4096, max_position_embeddings=512, type_vocab_size=2)
+# The config.json facts of the checkpoints the papers use (Hugging Face hub, 2019 releases).
+KNOWN_CONFIGS: dict[str, PretrainedConfig] = {
+    "bert-base-uncased": BertConfig(vocab_size=30522, **_BERT_BASE),
+    "bert-base-cased": BertConfig(vocab_size=28996, **_BERT_BASE),
+    "bert-base-german-cased": BertConfig(vocab_size=30000, **_BERT_BASE),
+    "bert-base-multilingual-cased": BertConfig(vocab_size=119547, **_BERT_BASE),
+    "bert-large-cased": BertConfig(vocab_size=28996, **_BERT_LARGE),
+    "gpt2": GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12),
+}
+
+# Files a snapshot needs: config, vocabulary/tokenizer files and safetensors weights.
+SNAPSHOT_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
+
+
+def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
+    """The directory a checkpoint name stands for: an existing local directory as given;
+    a hub name or a toy pre-training name under data/pretrained/."""
+    if pretraining and name in pretraining:
+        return f"{PRETRAINED_DIR}/{name}"
+    if name.startswith(("/", "./", "../", "~")) or Path(name).is_dir():
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise InputError(f"checkpoint directory {name!r} does not exist")
+        return str(path)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?", name):
+        raise InputError(f"checkpoint {name!r} is neither a hub name nor a local directory")
+    return f"{PRETRAINED_DIR}/{name}"
+
+
+def model_config(name_or_dir: str) -> PretrainedConfig:
+    """The architecture of a checkpoint: its directory's config.json, else the shipped facts."""
+    path = Path(name_or_dir)
+    if (path / "config.json").is_file():
+        return AutoConfig.from_pretrained(str(path), local_files_only=True)
+    if name_or_dir in KNOWN_CONFIGS:
+        return KNOWN_CONFIGS[name_or_dir]
+    raise InputError(f"checkpoint {name_or_dir!r}: no config.json there and no architecture "
+                     f"known offline (known: {', '.join(KNOWN_CONFIGS)})")
+
+
+def load_model(name_or_dir: str, weights: bool = True, **kwargs: Any) -> nn.Module:
+    """The checkpoint's base model (`AutoModel`): its weights from disk, or, with
+    `weights=False`, its architecture with random weights (counting, or before loading a
+    trained run's state). Never downloads: hub names are snapshotted by their rule first."""
+    if not weights:
+        return AutoModel.from_config(model_config(name_or_dir), **kwargs)
+    if not (Path(name_or_dir) / "config.json").is_file():
+        raise InputError(f"checkpoint {name_or_dir!r} is not on disk; snapshot it first "
+                         f"(python -m nmtbench snapshot {Path(name_or_dir).name})")
+    return AutoModel.from_pretrained(str(name_or_dir), local_files_only=True, **kwargs)
+
+
+def all_hidden_states(bert: nn.Module, ids: torch.Tensor, pad: int) -> tuple[torch.Tensor, ...]:
+    """Every layer's output of a BERT for ids (B, S): the embeddings, then each of the L
+    layers, each (B, S, H); padding masked out of attention."""
+    out = bert(input_ids=ids, attention_mask=(ids != pad).long(), output_hidden_states=True)
+    return out.hidden_states  # L + 1 tensors
+
+
+FREEZE_POLICIES = "all, none, embeddings, or below-top-K (all but the top K layers)"
+
+
+def freeze(bert: nn.Module, policy: str | bool) -> None:
+    """Set requires_grad by policy: `all` (true) freezes everything, `none` (false) nothing,
+    `embeddings` the embedding layer only, `below-top-K` the embeddings and every layer
+    under the top K (so only the top K layers train)."""
+    policy = {True: "all", False: "none"}.get(policy, policy)  # type: ignore[arg-type]
+    layers = list(bert.encoder.layer)
+    if policy == "all":
+        frozen: list[nn.Module] = [bert]
+    elif policy == "none":
+        frozen = []
+    elif policy == "embeddings":
+        frozen = [bert.embeddings]
+    elif isinstance(policy, str) and (m := re.fullmatch(r"below-top-(\d+)", policy)):
+        k = int(m.group(1))
+        if k > len(layers):
+            raise InputError(f"freeze policy {policy!r}: the model has only {len(layers)} "
+                             "layers")
+        frozen = [bert.embeddings, *layers[: len(layers) - k]]
+    else:
+        raise InputError(f"unknown freeze policy {policy!r}; use {FREEZE_POLICIES}")
+    for p in bert.parameters():
+        p.requires_grad_(True)
+    for module in frozen:
+        for p in module.parameters():
+            p.requires_grad_(False)
+
+
+def snapshot(name: str, out: str | Path) -> Path:
+    """Download the hub checkpoint `name` into `out` (config, tokenizer files, safetensors
+    weights), atomically: a failed download leaves nothing at `out`. Offline and missing, one
+    line says which checkpoint and how to provide it."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        snapshot_download(repo_id=name, local_dir=tmp, allow_patterns=SNAPSHOT_PATTERNS)
+        if not (tmp / "config.json").is_file():
+            raise InputError(f"checkpoint {name!r}: the hub repository has no config.json")
+        if not any(tmp.glob("*.safetensors")):
+            raise InputError(f"checkpoint {name!r}: the hub repository has no safetensors "
+                             "weights; convert it and name its local directory in config")
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        reason = "HF_HUB_OFFLINE is set" if offline else f"{type(err).__name__}"
+        raise InputError(
+            f"checkpoint {name!r} cannot be downloaded ({reason}): run `python -m nmtbench "
+            f"snapshot {name}` where the Hugging Face hub is reachable and copy {out} here, "
+            "or name a local directory holding it in config") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -1,0 +1,211 @@
+"""Toy-world pre-training: tiny BERTs (masked LM) and a tiny GPT-2 (causal LM) on one side's
+monolingual corpus, saved with `save_pretrained` next to their tokenizer.
+
+The papers start from BERTs pre-trained on billions of words; the toy world stands in with
+models pre-trained on its own monolingual text, written in the Hugging Face format so that the
+methods load them exactly as they load `bert-base-uncased` (`AutoModel.from_pretrained(dir)`).
+
+Recipe (Devlin et al. 2019, scaled down): 15% of the non-special tokens are selected, of those
+80% become [MASK], 10% a random token, 10% stay (`DataCollatorForLanguageModeling`); AdamW with
+weight decay 0.01, linear warm-up then linear decay. Choices of ours: no next-sentence task
+(the toy corpus has no documents; RoBERTa showed it is not needed), token-based batches of
+single sentences, the GPT-2 reads the side's WordPiece vocabulary with [CLS]/[SEP] as its
+begin/end tokens. The last `heldout_sentences` lines are held out and scored after training:
+masked-token accuracy (BERT) or next-token accuracy and perplexity (GPT-2).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+from transformers import (BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling,
+                          GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerBase)
+
+from nmtbench.data import token_batches
+from nmtbench.errors import InputError
+from nmtbench.fileio import read_lines, write_json
+from nmtbench.tokenization import load_tokenizer
+
+log = logging.getLogger(__name__)
+MODELS = ("bert", "gpt2")
+
+
+@dataclass
+class PretrainConfig:
+    model: str  # "bert" (masked LM) or "gpt2" (causal LM)
+    seed: int = 1
+    d_model: int = 128
+    ffn_dim: int = 512
+    n_heads: int = 4
+    layers: int = 3
+    max_positions: int = 256
+    max_tokens: int = 4096  # padded tokens per batch
+    lr: float = 1e-3
+    warmup_updates: int = 200
+    max_updates: int = 1500
+    weight_decay: float = 0.01
+    mask_prob: float = 0.15
+    heldout_sentences: int = 1000
+    log_interval: int = 100
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any]) -> PretrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise InputError(f"pre-training setting {unknown[0]!r} is unknown; known: "
+                             f"{', '.join(sorted(known))}")
+        if cfg.get("model") not in MODELS:
+            raise InputError(f"pre-training model {cfg.get('model')!r}: use one of "
+                             f"{', '.join(MODELS)}")
+        return cls(**cfg)
+
+
+def build_model(cfg: PretrainConfig, tok: PreTrainedTokenizerBase) -> torch.nn.Module:
+    if cfg.model == "bert":
+        return BertForMaskedLM(BertConfig(
+            vocab_size=len(tok), hidden_size=cfg.d_model, num_hidden_layers=cfg.layers,
+            num_attention_heads=cfg.n_heads, intermediate_size=cfg.ffn_dim,
+            max_position_embeddings=cfg.max_positions, pad_token_id=tok.pad_token_id))
+    return GPT2LMHeadModel(GPT2Config(
+        vocab_size=len(tok), n_embd=cfg.d_model, n_layer=cfg.layers, n_head=cfg.n_heads,
+        n_inner=cfg.ffn_dim, n_positions=cfg.max_positions, bos_token_id=tok.cls_token_id,
+        eos_token_id=tok.sep_token_id, pad_token_id=tok.pad_token_id))
+
+
+class Batcher:
+    """Turns a list of token-id sequences into model inputs: MLM-masked for BERT (labels
+    -100 except at the selected positions), shifted inside the model for GPT-2 (labels -100
+    at padding)."""
+
+    def __init__(self, cfg: PretrainConfig, tok: PreTrainedTokenizerBase):
+        self.model, self.pad = cfg.model, tok.pad_token_id
+        self.collator = DataCollatorForLanguageModeling(
+            tok, mlm=True, mlm_probability=cfg.mask_prob, mask_replace_prob=0.8,
+            random_replace_prob=0.1)
+
+    def __call__(self, seqs: list[list[int]]) -> dict[str, torch.Tensor]:
+        if self.model == "bert":
+            return dict(self.collator([{"input_ids": s} for s in seqs]))
+        longest = max(len(s) for s in seqs)
+        ids = torch.tensor([s + [self.pad] * (longest - len(s)) for s in seqs])
+        mask = torch.tensor([[1] * len(s) + [0] * (longest - len(s)) for s in seqs])
+        return {"input_ids": ids, "attention_mask": mask,
+                "labels": ids.masked_fill(mask == 0, -100)}
+
+
+def _encode(lines: list[str], tok: PreTrainedTokenizerBase, max_positions: int,
+            where: str) -> list[list[int]]:
+    seqs = tok(lines, add_special_tokens=True)["input_ids"]
+    kept = [s for s in seqs if len(s) <= max_positions]
+    if len(kept) < len(seqs):
+        log.warning("%s: dropped %d of %d sentences longer than %d tokens", where,
+                    len(seqs) - len(kept), len(seqs), max_positions)
+    return kept
+
+
+@torch.no_grad()
+def heldout_scores(model: torch.nn.Module, batcher: Batcher, seqs: list[list[int]],
+                   max_tokens: int, seed: int) -> dict[str, float]:
+    """Token accuracy over the scored positions (masked ones for BERT, next tokens for
+    GPT-2) and perplexity, on held-out sentences; BERT's masks are drawn with a fixed seed."""
+    model.eval()
+    torch.manual_seed(seed)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    correct = total = 0
+    nll = 0.0
+    for indices in token_batches(order, [len(s) for s in seqs], max_tokens):
+        batch = batcher([seqs[i] for i in indices])
+        logits = model(input_ids=batch["input_ids"],
+                       attention_mask=batch["attention_mask"]).logits
+        labels = batch["labels"]
+        if batcher.model == "gpt2":  # position t predicts token t + 1
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        scored = labels != -100
+        correct += int((logits.argmax(-1)[scored] == labels[scored]).sum())
+        total += int(scored.sum())
+        nll += float(torch.nn.functional.cross_entropy(logits[scored], labels[scored],
+                                                       reduction="sum"))
+    return {"accuracy": correct / max(total, 1), "perplexity": math.exp(nll / max(total, 1)),
+            "scored_tokens": total}
+
+
+def pretrain(corpus: str | Path, tokenizer_dir: str | Path, out: str | Path,
+             settings: dict[str, Any]) -> dict[str, Any]:
+    """Pre-train on `corpus` and write model, tokenizer and pretrain_summary.json into `out`,
+    atomically (a killed job leaves no directory that looks finished)."""
+    cfg = PretrainConfig.from_dict(settings)
+    torch.manual_seed(cfg.seed)
+    tok = load_tokenizer(tokenizer_dir)
+    lines = read_lines(corpus, allow_empty=False)
+    if len(lines) <= cfg.heldout_sentences:
+        raise InputError(f"{corpus}: {len(lines)} lines, not more than heldout_sentences "
+                         f"({cfg.heldout_sentences})")
+    train = _encode(lines[: -cfg.heldout_sentences], tok, cfg.max_positions, str(corpus))
+    heldout = _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, str(corpus))
+    model = build_model(cfg, tok)
+    batcher = Batcher(cfg, tok)
+    decay = [p for n, p in model.named_parameters() if p.dim() > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() <= 1]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
+        (step + 1) / max(cfg.warmup_updates, 1),
+        max(0.0, (cfg.max_updates - step) / max(cfg.max_updates - cfg.warmup_updates, 1))))
+    order = sorted(range(len(train)), key=lambda i: len(train[i]))
+    lengths = [len(s) for s in train]
+    step, epoch, start = 0, 0, time.perf_counter()
+    model.train()
+    with tqdm(total=cfg.max_updates, desc=f"pretrain {cfg.model} {out}", unit="step",
+              mininterval=5, disable=None) as bar:
+        while step < cfg.max_updates:
+            epoch += 1
+            for indices in token_batches(order, lengths, cfg.max_tokens, cfg.seed + epoch):
+                loss = model(**batcher([train[i] for i in indices])).loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                step += 1
+                bar.update(1)
+                if step % cfg.log_interval == 0:
+                    bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
+                    log.info("step %d epoch %d loss %.4f", step, epoch, loss.item())
+                if step >= cfg.max_updates:
+                    break
+    summary = {
+        "model": cfg.model, "settings": asdict(cfg), "corpus": str(corpus),
+        "train_sentences": len(train), "heldout_sentences": len(heldout), "updates": step,
+        "epochs": round(step / max(len(token_batches(order, lengths, cfg.max_tokens)), 1), 2),
+        "seconds": round(time.perf_counter() - start, 2),
+        "params": sum(p.numel() for p in model.parameters()),
+        "heldout": heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed),
+    }
+    _save(model, tok, summary, Path(out))
+    return summary
+
+
+def _save(model: torch.nn.Module, tok: PreTrainedTokenizerBase, summary: dict[str, Any],
+          out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        write_json(tmp / "pretrain_summary.json", summary)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,47 @@
+# Pre-trained checkpoints, each a Hugging Face directory under data/pretrained/<name>/: hub
+# checkpoints snapshotted once (so training runs offline, HF_HUB_OFFLINE=1 on cluster nodes),
+# toy-world ones pre-trained here. Both write the directory atomically.
+
+
+rule snapshot:
+    output:
+        f"{PRETRAINED_DIR}/{{pretrained}}/config.json",
+    params:
+        out=lambda w, output: os.path.dirname(output[0]),
+    conda:
+        "../envs/nmtbench.yaml"
+    log:
+        "logs/pretrained/{pretrained}.snapshot.log",
+    shell:
+        "python -m nmtbench snapshot {wildcards.pretrained:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule pretrain:
+    input:
+        corpus=lambda w: prepared(pretraining_spec(w)["dataset"], f"mono.{pretraining_spec(w)['side']}"),
+        tokenizer=lambda w: side_tokenizer(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
+    output:
+        f"{PRETRAINED_DIR}/{{pretrained}}/config.json",
+    params:
+        out=lambda w, output: os.path.dirname(output[0]),
+        tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
+        settings=lambda w: nmtconfig.as_json(nmtconfig.pretrain_settings(pretraining_spec(w))),
+    conda:
+        "../envs/nmtbench.yaml"
+    log:
+        "logs/pretrained/{pretrained}.pretrain.log",
+    benchmark:
+        "benchmarks/pretrained/{pretrained}.tsv"
+    wildcard_constraints:
+        pretrained="|".join(map(re.escape, config.get("pretraining", {}))) or "^$",
+    threads: resource("train", "threads")
+    resources:
+        mem_mb=resource("train", "mem_mb"),
+        runtime=resource("train", "runtime"),
+        gpu=resource("train", "gpu"),
+    shell:
+        "python -m nmtbench pretrain --corpus {input.corpus:q} --tokenizer {params.tokenizer:q} "
+        "--out {params.out:q} --settings {params.settings:q} --threads {threads} > {log:q} 2>&1"
+
+
+ruleorder: pretrain > snapshot
