@@ -57,6 +57,7 @@ class BertEncoderTransformer(Transformer):
         super().__init__(replace(cfg, encoder_layers=cfg.encoder_layers if as_embeddings else 0),
                          src_vocab, tgt_vocab, memory_dim=None if as_embeddings else width)
         del self.src_embed  # the BERT's embeddings read the source
+        self.as_embeddings = as_embeddings
         self.bert = bert
         self.bert_proj: nn.Module = nn.Identity()
         if as_embeddings and width != cfg.d_model:
@@ -96,7 +97,7 @@ class BertEncoderTransformer(Transformer):
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bert_frozen):
             x = self.bert(input_ids=src, attention_mask=keep.long()).last_hidden_state
         src_mask = keep[:, None, None, :]  # (B, 1, 1, S)
-        if len(self.encoder):
+        if self.as_embeddings:
             x = self.drop(self.bert_proj(x))  # (B, S, D)
             for layer in self.encoder:
                 x = layer(x, src_mask)

@@ -54,7 +54,8 @@ def check(config: dict[str, Any], schema_path: str | Path,
     plan = Plan(config, load_catalogue(papers_dir),
                 {name: method.config_keys() for name, method in METHODS.items()})
     trainer_keys = {f.name for f in fields(TrainConfig)}
-    decode_schema = yaml.safe_load(Path(schema_path).read_text())["$defs"]["decode"]
+    definitions = yaml.safe_load(Path(schema_path).read_text())["$defs"]
+    decode_schema = definitions["decode"]
     methods = set(METHODS) | plan.catalogue.methods  # implemented, or named by the papers
     for name in config.get("experiments", {}):
         method = plan.experiments[name]["method"]
@@ -72,7 +73,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
             if key not in known:
                 raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
                                  f"method {method!r}")
-        _check_decode(decode_schema, experiment.get("decode", {}), f"{where}.decode")
+        _check_against(decode_schema, experiment.get("decode", {}), f"{where}.decode")
         for key in config["defaults"]:
             if key not in known:
                 raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
@@ -87,7 +88,10 @@ def check(config: dict[str, Any], schema_path: str | Path,
                 if key not in known:
                     raise InputError(f"config key 'datasets.{dataset}.overrides.{method}.{key}' "
                                      f"is not a setting of the trainer or of method {method!r}")
-            _check_decode(decode_schema, settings.get("decode", {}),
+            _check_against(definitions["settings"],
+                           {k: v for k, v in settings.items() if k != "decode"},
+                           f"config key 'datasets.{dataset}.overrides.{method}")
+            _check_against(decode_schema, settings.get("decode", {}),
                           f"config key 'datasets.{dataset}.overrides.{method}.decode")
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
         if dataset not in config["datasets"]:
@@ -117,11 +121,11 @@ def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in ("dataset", "side")}
 
 
-def _check_decode(schema: dict[str, Any], decode: dict[str, Any], where: str) -> None:
-    """Decoding settings outside the config file (papers, overrides) against the config's
-    decode schema; `where` is the message's prefix up to the key."""
+def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -> None:
+    """Settings the config schema does not reach (papers' decoding, dataset overrides)
+    against its definitions; `where` is the message's prefix up to the key."""
     error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(decode))
+        jsonschema.Draft202012Validator(schema).iter_errors(values))
     if error is not None:
         key = "" if not error.absolute_path else f".{schema_key(error)}"
         raise InputError(f"{where}{key}': {error.message}")

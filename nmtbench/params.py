@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from transformers import PretrainedConfig
+
 from methods import get_method
+from nmtbench.config import pretrain_settings
 from nmtbench.method import Vocab
 from nmtbench.plan import Plan
-from nmtbench.pretrained import model_config
+from nmtbench.pretrained import checkpoint_dir, model_config
+from nmtbench.pretraining import PretrainConfig, architecture
 from nmtbench.tokenization import load_tokenizer, vocab_of
 
 
-def side_vocab(plan: Plan, dataset: str, side: str, checkpoint: str | None = None) -> Vocab:
+def side_vocab(plan: Plan, dataset: str, side: str,
+               checkpoint: str | PretrainedConfig | None = None) -> Vocab:
     """A side's vocabulary: the checkpoint's (given, or the dataset's for that side), else the
     WordPiece trained for the dataset when it exists on disk, else its configured size."""
     spec = plan.config["datasets"][dataset]
@@ -26,12 +31,27 @@ def side_vocab(plan: Plan, dataset: str, side: str, checkpoint: str | None = Non
     return Vocab(size=spec["vocab_size"][side], pad=0, bos=1, eos=2, unk=3, mask=4)
 
 
+def checkpoint_architecture(plan: Plan, name: str) -> str | PretrainedConfig:
+    """A checkpoint's directory when it exists, else the name (hub architectures are known),
+    else, for one the config pre-trains, the architecture its pre-training will build."""
+    pretraining = plan.config.get("pretraining", {})
+    directory = checkpoint_dir(name, pretraining)
+    if (Path(directory) / "config.json").is_file() or name not in pretraining:
+        return directory if Path(directory).is_dir() else name
+    spec = pretraining[name]
+    return architecture(PretrainConfig.from_dict(pretrain_settings(spec)),
+                        side_vocab(plan, spec["dataset"], spec["side"]))
+
+
 def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int]:
     """{"total": N, "trained": N} of `experiment` as the plan resolves it on `dataset` (a
     configured dataset, or a paper dataset the config maps onto one)."""
     dataset = plan.dataset(dataset, "--dataset")
     settings = plan.train_settings(dataset, experiment)
-    src_vocab = side_vocab(plan, dataset, "src", settings.get("src_bert"))
+    pretrained = {role: checkpoint_architecture(plan, name)
+                  for role, name in plan.checkpoints(dataset, experiment).items()}
+    src_vocab = side_vocab(plan, dataset, "src", pretrained.get("src_bert"))
     model = get_method(settings["method"]).build(settings, src_vocab,
-                                                 side_vocab(plan, dataset, "tgt"), weights=False)
+                                                 side_vocab(plan, dataset, "tgt"), pretrained,
+                                                 weights=False)
     return model.num_params()

@@ -61,8 +61,11 @@ def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
     return f"{PRETRAINED_DIR}/{name}"
 
 
-def model_config(name_or_dir: str) -> PretrainedConfig:
-    """The architecture of a checkpoint: its directory's config.json, else the shipped facts."""
+def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
+    """The architecture of a checkpoint: its directory's config.json, else the shipped facts
+    (an architecture passed in is returned as it is)."""
+    if isinstance(name_or_dir, PretrainedConfig):
+        return name_or_dir
     path = Path(name_or_dir)
     if (path / "config.json").is_file():
         return AutoConfig.from_pretrained(str(path), local_files_only=True)
@@ -72,7 +75,8 @@ def model_config(name_or_dir: str) -> PretrainedConfig:
                      f"known offline (known: {', '.join(KNOWN_CONFIGS)})")
 
 
-def load_model(name_or_dir: str, weights: bool = True, **kwargs: Any) -> nn.Module:
+def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
+               **kwargs: Any) -> nn.Module:
     """The checkpoint's base model (`AutoModel`): its weights from disk, or, with
     `weights=False`, its architecture with random weights (counting, or before loading a
     trained run's state). Never downloads: hub names are snapshotted by their rule first."""

@@ -29,12 +29,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 from transformers import (BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling,
-                          GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerBase)
+                          GPT2Config, GPT2LMHeadModel, PretrainedConfig, PreTrainedTokenizerBase)
 
 from nmtbench.data import token_batches
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
-from nmtbench.tokenization import load_tokenizer
+from nmtbench.method import Vocab
+from nmtbench.tokenization import load_tokenizer, vocab_of
 
 log = logging.getLogger(__name__)
 MODELS = ("bert", "gpt2")
@@ -71,16 +72,21 @@ class PretrainConfig:
         return cls(**cfg)
 
 
-def build_model(cfg: PretrainConfig, tok: PreTrainedTokenizerBase) -> torch.nn.Module:
+def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:
+    """The Hugging Face config of the model `cfg` pre-trains over `vocab`."""
     if cfg.model == "bert":
-        return BertForMaskedLM(BertConfig(
-            vocab_size=len(tok), hidden_size=cfg.d_model, num_hidden_layers=cfg.layers,
-            num_attention_heads=cfg.n_heads, intermediate_size=cfg.ffn_dim,
-            max_position_embeddings=cfg.max_positions, pad_token_id=tok.pad_token_id))
-    return GPT2LMHeadModel(GPT2Config(
-        vocab_size=len(tok), n_embd=cfg.d_model, n_layer=cfg.layers, n_head=cfg.n_heads,
-        n_inner=cfg.ffn_dim, n_positions=cfg.max_positions, bos_token_id=tok.cls_token_id,
-        eos_token_id=tok.sep_token_id, pad_token_id=tok.pad_token_id))
+        return BertConfig(vocab_size=vocab.size, hidden_size=cfg.d_model,
+                          num_hidden_layers=cfg.layers, num_attention_heads=cfg.n_heads,
+                          intermediate_size=cfg.ffn_dim, max_position_embeddings=cfg.max_positions,
+                          pad_token_id=vocab.pad)
+    return GPT2Config(vocab_size=vocab.size, n_embd=cfg.d_model, n_layer=cfg.layers,
+                      n_head=cfg.n_heads, n_inner=cfg.ffn_dim, n_positions=cfg.max_positions,
+                      bos_token_id=vocab.bos, eos_token_id=vocab.eos, pad_token_id=vocab.pad)
+
+
+def build_model(cfg: PretrainConfig, tok: PreTrainedTokenizerBase) -> torch.nn.Module:
+    model = BertForMaskedLM if cfg.model == "bert" else GPT2LMHeadModel
+    return model(architecture(cfg, vocab_of(tok)))
 
 
 class Batcher:

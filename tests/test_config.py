@@ -75,13 +75,31 @@ def _experiment(c, **settings):
     (lambda c: c["dataset_map"].update({"wmt14-en-de": "wmt14"}),
      "config key 'dataset_map.wmt14-en-de': unknown dataset 'wmt14'"),
     (lambda c: c["datasets"]["toy"]["overrides"].update({"bert-magic": {"size": "tiny"}}),
-     "config key 'datasets.toy.overrides.bert-magic': unknown method; known: transformer"),
+     "config key 'datasets.toy.overrides.bert-magic': unknown method; known: bert-frozen, "
+     "bert-init, transformer"),
     (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(sise="tiny"),
      "config key 'datasets.toy.overrides.transformer.sise' is not a setting of the trainer"),
     (lambda c: c.update(tables=["nope"]),
      "config key 'tables': unknown table or figure 'nope'; known: abnet2020.table1"),
     (lambda c: c["dataset_map"].pop("iwslt14-de-en"),
      "abnet2020.table1: dataset 'iwslt14-de-en' is not configured"),
+    # pre-trained checkpoints: pre-training entries, the roles a run needs, local directories
+    (lambda c: c["pretraining"]["toy-bert-src"].update(dataset="wmt14"),
+     "config key 'pretraining.toy-bert-src.dataset': 'wmt14' is not a configured toy world"),
+    (lambda c: c["pretraining"]["toy-bert-src"].update(layer=2),
+     "config key 'pretraining.toy-bert-src': pre-training setting 'layer' is unknown"),
+    (lambda c: c["pretraining"]["toy-gpt2-tgt"].update(model="t5"),
+     "config key 'pretraining.toy-gpt2-tgt.model': 't5' is not one of ['bert', 'gpt2']"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-init"].pop("src_bert"),
+     "toyworld.table1 column 'bleu': experiment 'bert-init-500' on dataset 'toy' names no "
+     "src_bert checkpoint (set it in the experiment, or 'datasets.toy.checkpoints.src')"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-init"].update(src_bert="/no/such/bert"),
+     "run toy/bert-init, src_bert: checkpoint directory '/no/such/bert' does not exist"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-frozen"].update(freeze_bert="top"),
+     "config key 'datasets.toy.overrides.bert-frozen.freeze_bert'"),
+    (lambda c: _experiment(c, src_bert="bert-base-uncased"),
+     "config key 'experiments.transformer-tiny.src_bert' is not a setting of the trainer or "
+     "of method 'transformer'"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)
@@ -237,3 +255,15 @@ def test_decode_overrides_of_a_dataset_are_checked(cfg):
     with pytest.raises(InputError, match=r"datasets\.toy\.overrides\.transformer\.decode\."
                                          r"lenpen_form': 'gmnt' is not one of"):
         nmtconfig.check(cfg, SCHEMA)
+
+
+def test_a_dataset_checkpoint_fills_the_bert_role_and_the_tokenizer(cfg):
+    """A side's checkpoint is the default BERT of that side; the experiment's own wins."""
+    cfg["datasets"]["toy"]["checkpoints"] = {"src": "bert-base-german-cased"}
+    del cfg["datasets"]["toy"]["overrides"]["bert-init"]
+    plan = nmtconfig.check(cfg, SCHEMA)
+    assert plan.checkpoints("toy", "bert-init") == {"src_bert": "bert-base-german-cased"}
+    # bertfused names bert-base-uncased itself, so it no longer shares bert-init's run
+    run = plan.cell("toy", "bertfused-bert-init-encoder", "test").run
+    assert plan.checkpoints("toy", run) == {"src_bert": "bert-base-uncased"}
+    assert plan.checkpoints("toy", "transformer-tiny") == {}

@@ -426,9 +426,27 @@ def test_default_config_plans_exactly_these_runs():
         # toyworld.figure1's narrower points (d 32 and 64)
         "toy/transformer-tiny-d32",
         "toy/transformer-tiny-d64",
+        # the toy BERT fine-tuned as the encoder: toyworld.table1's bert-init row and
+        # bertfused2020.table1's "BERT initialises the encoder" (the toy override replaces
+        # size iwslt and bert-base-uncased by tiny and toy-bert-src)
+        "toy/bert-init",
+        # toyworld.table1's 500-pair rows with the toy BERT, fine-tuned and frozen
+        "toy/bert-init-500",
+        "toy/bert-frozen-500",
+        # bertfused2020.table1's frozen BERT output as the NMT encoder's input embeddings
+        "toy/bertfused-bert-embeddings",
         # nothing else: AB-Net, CTNMT, BERT-KD, deep fusion... are not implemented, and the
         # papers' quoted rows are external
     }
+    assert plan.sharing("toy", "bert-init") == [
+        "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init"]
+    assert plan.checkpoints("toy", "bert-init") == {"src_bert": "toy-bert-src"}
+    assert plan.checkpoints("toy", "transformer-tiny") == {}
+    assert plan.pretrained_targets() == ["toy-bert-src", "toy-bert-tgt", "toy-gpt2-tgt"]
+    # only the run a curve figure draws (deepfusion2022.figure3) logs valid BLEU
+    assert plan.run_settings("toy", "transformer-tiny", 1)["valid_bleu"] is True
+    assert plan.run_settings("toy", "bert-init", 1)["valid_bleu"] is False
+    assert plan.run_settings("toy", "transformer-tiny-500", 1)["valid_bleu"] is False
     assert plan.sharing("toy", "transformer-tiny") == [
         "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
         "deepfusion-transformer-12", "deepfusion-transformer-20", "deepfusion-transformer-base",

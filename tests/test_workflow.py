@@ -66,6 +66,28 @@ def test_tables_md_shows_every_requested_table_with_its_runs(finished):
         assert f"[toy/{run.parent.name}/seed1](runs/toy/{run.parent.name}/seed1)" in row
     assert metrics["train"]["train_pairs"] == 100  # the smoke config's train_pairs override
     assert "not implemented" in text  # AB-Net & co. are planned, not silently dropped
+
+
+def test_toy_berts_are_pretrained_in_the_dag_and_loaded_by_the_bert_runs(finished):
+    """The toy BERTs are HF directories made in the DAG; bert-init/bert-frozen load them."""
+    text = (finished / "results" / "tables.md").read_text()
+    assert "## Pre-trained checkpoints" in text
+    for name in ("toy-bert-src", "toy-bert-tgt", "toy-gpt2-tgt"):
+        summary = json.loads((finished / "data" / "pretrained" / name /
+                              "pretrain_summary.json").read_text())
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
+        assert f"{100 * summary['heldout']['accuracy']:.1f}%" in row
+    for experiment, label in (("bert-init-500", "BERT-initialised encoder, 500 pairs"),
+                              ("bert-frozen-500", "Frozen BERT encoder, 500 pairs")):
+        run, tag = run_dir(finished, experiment)
+        paths = json.loads((run / "config.json").read_text())["paths"]
+        assert paths["pretrained"] == {"src_bert": "data/pretrained/toy-bert-src"}
+        assert paths["src_tokenizer"] == "data/pretrained/toy-bert-src"
+        metrics = json.loads((run / f"metrics.test.{tag}.json").read_text())
+        row = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
+        assert f"{metrics['bleu']['tokenized']:.2f}" in row
+    frozen = json.loads((run / f"metrics.test.{tag}.json").read_text())["params"]
+    assert 0 < frozen["trained"] < frozen["total"]  # the frozen BERT does not train
     assert "## Provenance" in text and "config hash" in text
     assert metrics["bleu"]["signature"] in text
 
@@ -192,3 +214,6 @@ def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
     assert "dataset=iwslt14-de-en, experiment=transformer-base, seed=1" in out
     assert "rule prepare:" in out or "localrule prepare:" in out
     assert "results/figures/abnet2020.figure2.png" in out
+    # the papers' BERTs are snapshotted from the hub once, and the BERT methods train on them
+    assert "data/pretrained/bert-base-uncased/config.json" in out
+    assert "dataset=iwslt14-en-de, experiment=bertfused-bert-init-encoder, seed=1" in out

@@ -1,0 +1,119 @@
+"""Toy pre-training: BERT's MLM masking statistics (15%, then 80/10/10), GPT-2 labels, and a
+tiny end-to-end pretrain() whose output loads with AutoModel/AutoTokenizer."""
+
+import json
+import random
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer, BertModel, GPT2Model
+
+from nmtbench.errors import InputError
+from nmtbench.pretrained import load_model
+from nmtbench.pretraining import Batcher, PretrainConfig, pretrain
+from nmtbench.tokenization import load_tokenizer, train_wordpiece
+
+TINY = {"d_model": 32, "ffn_dim": 64, "n_heads": 2, "layers": 2, "max_positions": 64,
+        "max_tokens": 256, "max_updates": 3, "warmup_updates": 1, "heldout_sentences": 20,
+        "log_interval": 1}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """(a 300-line corpus, its WordPiece tokenizer directory)."""
+    out = tmp_path_factory.mktemp("pretrain")
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6)))
+             for _ in range(60)]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(300)]
+    (out / "mono.txt").write_text("\n".join(lines) + "\n")
+    train_wordpiece([out / "mono.txt"], out / "tok", 120)
+    return out / "mono.txt", out / "tok"
+
+
+def sequences(tok, n, rng):
+    """n [CLS] w .. w [SEP] sequences of 5..40 random non-special ids."""
+    ordinary = sorted(set(range(len(tok))) - set(tok.all_special_ids))
+    return [[tok.cls_token_id] + rng.choices(ordinary, k=rng.randint(5, 40)) + [tok.sep_token_id]
+            for _ in range(n)]
+
+
+def test_mlm_masking_statistics(corpus):
+    """15% of ordinary tokens are selected; of those ~80% [MASK], ~10% random, ~10% kept;
+    [CLS]/[SEP]/[PAD] never; labels hold the original ids exactly where selected."""
+    tok = load_tokenizer(corpus[1])
+    batcher = Batcher(PretrainConfig(model="bert"), tok)
+    special = torch.tensor([tok.cls_token_id, tok.sep_token_id, tok.pad_token_id])
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    counts = dict(ordinary=0, selected=0, masked=0, kept=0, other=0)
+    for _ in range(20):
+        seqs = sequences(tok, 50, rng)
+        longest = max(map(len, seqs))
+        orig = torch.tensor([s + [tok.pad_token_id] * (longest - len(s)) for s in seqs])
+        out = batcher(seqs)
+        ids, labels = out["input_ids"], out["labels"]
+        assert ids.shape == labels.shape == orig.shape
+        assert torch.equal(out["attention_mask"], (orig != tok.pad_token_id).long())
+        is_special = torch.isin(orig, special)
+        selected = labels != -100
+        assert not (selected & is_special).any()
+        assert torch.equal(ids[~selected], orig[~selected])  # unselected: untouched
+        assert torch.equal(labels[selected], orig[selected])
+        picked, was = ids[selected], orig[selected]
+        counts["ordinary"] += int((~is_special).sum())
+        counts["selected"] += int(selected.sum())
+        counts["masked"] += int((picked == tok.mask_token_id).sum())
+        counts["kept"] += int((picked == was).sum())
+        counts["other"] += int(((picked != was) & (picked != tok.mask_token_id)).sum())
+    assert counts["ordinary"] > 20000 and counts["selected"] > 2500
+    # binomial sd: 0.0025 for the selection rate, <= 0.008 for the shares of the selected
+    assert counts["selected"] / counts["ordinary"] == pytest.approx(0.15, abs=0.015)
+    assert counts["masked"] / counts["selected"] == pytest.approx(0.80, abs=0.04)
+    assert counts["other"] / counts["selected"] == pytest.approx(0.10, abs=0.03)
+    assert counts["kept"] / counts["selected"] == pytest.approx(0.10, abs=0.03)
+
+
+def test_gpt2_batches_label_every_real_token(corpus):
+    """GPT-2 batches: right-padded ids, labels = ids except -100 at padding."""
+    tok = load_tokenizer(corpus[1])
+    seqs = sequences(tok, 4, random.Random(1))
+    out = Batcher(PretrainConfig(model="gpt2"), tok)(seqs)
+    for row, s in enumerate(seqs):
+        assert out["input_ids"][row, :len(s)].tolist() == s
+        assert out["labels"][row, :len(s)].tolist() == s
+        assert (out["labels"][row, len(s):] == -100).all()
+        assert out["attention_mask"][row].sum() == len(s)
+
+
+@pytest.mark.parametrize("model, base", [("bert", BertModel), ("gpt2", GPT2Model)])
+def test_pretrain_writes_a_loadable_checkpoint(corpus, tmp_path, model, base):
+    """pretrain() writes a HF directory (AutoModel/AutoTokenizer load it) and a summary with
+    held-out accuracy in [0, 1]; nothing temporary is left beside it."""
+    out = tmp_path / "ckpt"
+    summary = pretrain(corpus[0], corpus[1], out, {"model": model, **TINY})
+    loaded = AutoModel.from_pretrained(out)
+    assert isinstance(loaded, base) and loaded.config.num_hidden_layers == 2
+    assert loaded.config.hidden_size == 32
+    tok = AutoTokenizer.from_pretrained(out)
+    assert len(tok) == len(load_tokenizer(corpus[1])) == loaded.config.vocab_size
+    saved = json.loads((out / "pretrain_summary.json").read_text())
+    assert saved["updates"] == summary["updates"] == 3
+    assert saved["heldout_sentences"] == 20 and saved["train_sentences"] == 280
+    assert 0.0 <= saved["heldout"]["accuracy"] <= 1.0 and saved["heldout"]["scored_tokens"] > 0
+    assert saved["heldout"]["perplexity"] > 1.0
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+    if model == "bert":  # the path the NMT methods load it by
+        assert isinstance(load_model(str(out)), BertModel)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"model": "t5"}, "pre-training model 't5'"),
+    ({"model": "bert", "lr_peak": 1.0}, "'lr_peak' is unknown"),
+    ({"model": "bert", "heldout_sentences": 300}, "not more than heldout_sentences"),
+])
+def test_bad_pretraining_input_is_an_input_error(corpus, tmp_path, settings, message):
+    """Unknown model or setting, or a corpus no longer than the held-out part."""
+    with pytest.raises(InputError, match=message):
+        pretrain(corpus[0], corpus[1], tmp_path / "ckpt", settings)
+    assert not (tmp_path / "ckpt").exists()

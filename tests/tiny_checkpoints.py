@@ -1,0 +1,34 @@
+"""Tiny BERT checkpoints in Hugging Face format (save_pretrained), for the pre-trained tests."""
+
+from pathlib import Path
+
+import torch
+from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizer
+
+from nmtbench.method import Vocab
+
+# [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then 95 words w5..w99
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 100)]
+BERT_VOCAB = Vocab(size=100, pad=0, bos=2, eos=3, unk=1, mask=4)
+TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=64, type_vocab_size=2, pad_token_id=0)
+
+
+def save_tiny_bert(out: Path, mlm: bool = True, seed: int = 0) -> torch.nn.Module:
+    """Write a random tiny BertForMaskedLM (or BertModel) and its tokenizer to `out`."""
+    torch.manual_seed(seed)
+    model = (BertForMaskedLM if mlm else BertModel)(BertConfig(**TINY))
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    vocab = out / "vocab.txt"
+    vocab.write_text("\n".join(TOKENS) + "\n")
+    BertTokenizer(str(vocab), do_lower_case=False).save_pretrained(str(out))
+    return model
+
+
+def bert_param_count(V: int, H: int, L: int, I: int, P: int, T: int = 2) -> int:  # noqa: E741
+    """A BertModel without pooler, by hand: word/position/type embeddings + LayerNorm, then
+    per layer q/k/v/out (4 (H^2 + H)), LayerNorm, FFN (H I + I + I H + H), LayerNorm."""
+    embeddings = V * H + P * H + T * H + 2 * H
+    layer = 4 * (H * H + H) + 2 * H + (H * I + I + I * H + H) + 2 * H
+    return embeddings + L * layer
