@@ -60,7 +60,7 @@ class ParallelData:
     def batches(self, max_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
         """Token batches of pairs sorted by (target, source) length, as fairseq orders them."""
         order = sorted(range(len(self)), key=lambda i: (len(self.tgt[i]), len(self.src[i]), i))
-        lengths = [max(len(s), len(t)) for s, t in zip(self.src, self.tgt)]
+        lengths = [max(len(s), len(t)) for s, t in zip(self.src, self.tgt, strict=True)]
         return token_batches(order, lengths, max_tokens, shuffle_seed)
 
     def collate(self, indices: list[int]) -> Batch:

@@ -28,8 +28,15 @@ from typing import Any
 
 import torch
 from tqdm import tqdm
-from transformers import (BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling,
-                          GPT2Config, GPT2LMHeadModel, PretrainedConfig, PreTrainedTokenizerBase)
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    DataCollatorForLanguageModeling,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+)
 
 from nmtbench.data import token_batches
 from nmtbench.errors import InputError
