@@ -323,14 +323,15 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
 
 
 def _git_commit(root: Path) -> str:
-    """HEAD of `root`, with +dirty when the work tree has changes the commit does not hold."""
+    """HEAD of `root`, with +dirty when the work tree has changes the commit does not hold
+    (outside results/, which holds this report and the figures being written)."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, check=False)
         if head.returncode != 0:
             return "uncommitted/unknown"
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
-                                text=True, check=False)
+        status = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)results"],
+                                cwd=root, capture_output=True, text=True, check=False)
     except OSError:
         return "uncommitted/unknown"
     return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")

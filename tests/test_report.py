@@ -318,6 +318,25 @@ def test_git_commit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str
     assert calls[0] == (["git", "rev-parse", "HEAD"], tmp_path)
 
 
+def test_git_commit_is_not_dirty_from_the_report_it_is_writing(tmp_path: Path) -> None:
+    """Rewriting the tracked results/ (tables.md, figures) is not a dirty tree; code is."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "tables.md").write_text("old\n")
+    (tmp_path / "x.py").write_text("a = 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "c")
+    head = git("rev-parse", "HEAD").strip()
+    (tmp_path / "results" / "tables.md").write_text("new\n")
+    assert report._git_commit(tmp_path) == head
+    (tmp_path / "x.py").write_text("a = 2\n")
+    assert report._git_commit(tmp_path) == head + "+dirty"
+
+
 def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def fake_run(args, **kwargs):
         return subprocess.CompletedProcess(args, 128, "", "fatal: not a git repository")
