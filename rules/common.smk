@@ -91,8 +91,7 @@ def pretrained_outputs():
 
 
 def final_outputs():
-    return (PLAN.targets() + pretrained_outputs() + ["results/tables.md"]
-            + PLAN.figure_outputs())
+    return [*PLAN.targets(), *pretrained_outputs(), "results/tables.md", *PLAN.figure_outputs()]
 
 
 def train_inputs(wildcards):
@@ -114,7 +113,9 @@ def train_inputs(wildcards):
 def pretrained_arguments(wildcards, input):
     """`--pretrained role=DIR` for every checkpoint the run loads (shell-quoted)."""
     return " ".join(
-        "--pretrained " + shlex.quote(f"{key[len('pretrained_'):]}={os.path.dirname(path)}")
+        "--pretrained {}".format(
+            shlex.quote(f"{key.removeprefix('pretrained_')}={os.path.dirname(path)}")
+        )
         for key, path in input.items() if key.startswith("pretrained_")
     )
 

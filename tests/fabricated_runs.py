@@ -135,6 +135,7 @@ def make_config(seeds: list[int], *, toy: bool = False,
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
     config["tables"] = tables or [TABLE]
     config["seeds"] = seeds
+    config.pop("pretraining")  # no run here loads a pre-trained checkpoint
     if toy:
         config["datasets"] = {"toy": {
             "kind": "toyworld", "world": {"seed": 1}, "vocab_size": {"src": 100, "tgt": 100},

@@ -105,7 +105,9 @@ def test_spot_check_reported_numbers_against_the_papers(catalogue):
 def test_table_runs_and_figure_experiments(catalogue):
     table = catalogue.tables["toyworld.table1"]
     cells = {(c.dataset, r.experiment, c.split) for r in table.rows for c in table.columns}
-    assert cells == {("toy", e, "test") for e in ("transformer-tiny", "transformer-tiny-500")}
+    assert cells == {("toy", e, "test") for e in ("transformer-tiny", "transformer-tiny-500",
+                                                  "bert-init", "bert-init-500",
+                                                  "bert-frozen-500")}
     sweep = catalogue.figures["toyworld.figure1"]
     assert sweep.kind == "sweep"
     assert sweep.experiments() == ["transformer-tiny-d32", "transformer-tiny-d64",
