@@ -115,9 +115,11 @@ def test_report_cli_rebuilds_tables_from_copied_results(finished, tmp_path):
     """No Snakemake: copy results/ elsewhere and rebuild tables.md and the figures there."""
     copy = tmp_path / "copied"
     shutil.copytree(finished / "results" / "runs", copy / "runs")
+    shutil.copytree(finished / "data" / "pretrained", copy / "pretrained")
     result = subprocess.run(
         [sys.executable, "-m", "nmtbench", "report", "--root", str(ROOT), "--results", str(copy),
-         "--configfile", str(SMOKE)], capture_output=True, text=True, timeout=300)
+         "--pretrained", str(copy / "pretrained"), "--configfile", str(SMOKE)],
+        capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     ours = (copy / "tables.md").read_text()
     original = (finished / "results" / "tables.md").read_text()
@@ -140,8 +142,10 @@ def test_dag_contains_only_the_requested_table_runs(tmp_path):
     trained = {line.split("wildcards:")[1].strip() for line in result.stdout.splitlines()
                if "wildcards:" in line and "experiment=" in line and "tag=" not in line
                and "baseline=" not in line}
-    runs = {run_dir(tmp_path, e)[0].parent.name for e in ("transformer-tiny",
-                                                           "transformer-tiny-500")}
+    runs = {run_dir(tmp_path, e)[0].parent.name for e in (
+        "transformer-tiny", "transformer-tiny-500", "bert-init", "bert-init-500",
+        "bert-frozen-500")}
+    assert len(runs) == 5
     assert trained == {f"dataset=toy, experiment={run}, seed={seed}"
                        for run in runs for seed in (1, 2)}
 
