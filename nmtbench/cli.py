@@ -117,7 +117,6 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 def cmd_params(args: argparse.Namespace) -> None:
     from nmtbench.config import check, load_config
-    from nmtbench.errors import InputError as Error
     from nmtbench.params import count_parameters
 
     root = Path(args.root).resolve()
@@ -125,9 +124,9 @@ def cmd_params(args: argparse.Namespace) -> None:
                           *(args.configfile or [root / "config" / "paper.yaml"])])
     plan = check(config, root / "config" / "schema.yaml", root / "papers")
     if args.experiment not in plan.experiments:
-        raise Error(f"unknown experiment {args.experiment!r}")
+        raise InputError(f"unknown experiment {args.experiment!r}")
     if plan.status(args.experiment) != "ok":
-        raise Error(f"experiment {args.experiment!r}: {plan.status(args.experiment)}")
+        raise InputError(f"experiment {args.experiment!r}: {plan.status(args.experiment)}")
     print(json.dumps(count_parameters(plan, args.dataset, args.experiment)))
 
 

@@ -21,7 +21,7 @@ from nmtbench.pretrained import checkpoint_dir
 from nmtbench.pretraining import PretrainConfig
 from nmtbench.trainer import TrainConfig
 
-SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "pretrained", "description"}
+SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
 
 
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:

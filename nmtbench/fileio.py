@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,22 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+@contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside `path`; it replaces `path` (and whatever was there)
+    only if the block succeeds, so a killed job never leaves a directory that looks finished."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, BertConfig, GPT2Config, PretrainedConfig
 
 from nmtbench.errors import InputError
+from nmtbench.fileio import atomic_directory
 
 PRETRAINED_DIR = "data/pretrained"
 
@@ -133,19 +133,15 @@ def snapshot(name: str, out: str | Path) -> Path:
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
-        snapshot_download(repo_id=name, local_dir=tmp, allow_patterns=SNAPSHOT_PATTERNS)
-        if not (tmp / "config.json").is_file():
-            raise InputError(f"checkpoint {name!r}: the hub repository has no config.json")
-        if not any(tmp.glob("*.safetensors")):
-            raise InputError(f"checkpoint {name!r}: the hub repository has no safetensors "
-                             "weights; convert it and name its local directory in config")
-        shutil.rmtree(tmp / ".cache", ignore_errors=True)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        with atomic_directory(out) as tmp:
+            snapshot_download(repo_id=name, local_dir=tmp, allow_patterns=SNAPSHOT_PATTERNS)
+            if not (tmp / "config.json").is_file():
+                raise InputError(f"checkpoint {name!r}: the hub repository has no config.json")
+            if not any(tmp.glob("*.safetensors")):
+                raise InputError(f"checkpoint {name!r}: the hub repository has no safetensors "
+                                 "weights; convert it and name its local directory in config")
+            shutil.rmtree(tmp / ".cache", ignore_errors=True)
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
         reason = "HF_HUB_OFFLINE is set" if offline else f"{type(err).__name__}"
@@ -153,6 +149,4 @@ def snapshot(name: str, out: str | Path) -> Path:
             f"checkpoint {name!r} cannot be downloaded ({reason}): run `python -m nmtbench "
             f"snapshot {name}` where the Hugging Face hub is reachable and copy {out} here, "
             "or name a local directory holding it in config") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out

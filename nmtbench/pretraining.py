@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -40,7 +37,7 @@ from transformers import (
 
 from nmtbench.data import token_batches
 from nmtbench.errors import InputError
-from nmtbench.fileio import read_lines, write_json
+from nmtbench.fileio import atomic_directory, read_lines, write_json
 from nmtbench.method import Vocab
 from nmtbench.tokenization import load_tokenizer, vocab_of
 
@@ -205,20 +202,8 @@ def pretrain(corpus: str | Path, tokenizer_dir: str | Path, out: str | Path,
         "params": sum(p.numel() for p in model.parameters()),
         "heldout": heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed),
     }
-    _save(model, tok, summary, Path(out))
-    return summary
-
-
-def _save(model: torch.nn.Module, tok: PreTrainedTokenizerBase, summary: dict[str, Any],
-          out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with atomic_directory(out) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         write_json(tmp / "pretrain_summary.json", summary)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return summary

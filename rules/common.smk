@@ -6,6 +6,7 @@ import sys
 
 from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
+from nmtbench.plan import CHECKPOINT_ROLES
 from nmtbench.pretrained import PRETRAINED_DIR, checkpoint_dir
 
 try:
@@ -105,8 +106,8 @@ def train_inputs(wildcards):
            for side in ("src", "tgt")},
         **{f"pretrained_{role}": checkpoint_marker(name) for role, name in checkpoints.items()},
     }
-    if "src_bert" in checkpoints:
-        inputs["src_tokenizer"] = checkpoint_marker(checkpoints["src_bert"])
+    for role, name in checkpoints.items():  # a checkpoint reads its side in its own vocabulary
+        inputs[f"{CHECKPOINT_ROLES[role]}_tokenizer"] = checkpoint_marker(name)
     return inputs
 
 
