@@ -77,7 +77,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     metrics = evaluate_run(args.run_dir, args.split, args.hyp, args.ref, args.out,
                            lowercase=args.lowercase, detok_lang=args.detok_lang,
-                           raw_ref_path=args.raw_ref, decode_info=args.info)
+                           raw_ref_path=args.raw_ref, decode_info=args.info,
+                           compound_split=args.compound_split)
     logging.info("BLEU %s", metrics["bleu"])
 
 
@@ -109,10 +110,20 @@ def cmd_buckets(args: argparse.Namespace) -> None:
     length_buckets(args.hyp, args.ref, args.out, cutoffs=args.cutoffs, lowercase=args.lowercase)
 
 
+def cmd_download(args: argparse.Namespace) -> None:
+    from nmtbench.download import download
+
+    digest = download(args.url, args.out, args.sha256, md5=args.md5, retries=args.retries)
+    logging.info("downloaded %s (sha256 %s)", args.out, digest)
+
+
 def cmd_prepare(args: argparse.Namespace) -> None:
-    raise InputError(f"dataset {args.dataset!r} (kind {args.kind!r}): downloading and preparing "
-                     "real data is not built yet; put its prepared files under "
-                     f"data/{args.dataset}/prepared/ ({{train,valid,test}}.{{src,tgt}}) to use it")
+    from nmtbench.recipes import prepare
+
+    manifest = prepare(args.dataset, json.loads(args.spec), args.downloads, args.out,
+                       workers=args.workers)
+    logging.info("prepared %s: %s", args.dataset,
+                 {k: v["lines"] for k, v in manifest["splits"].items()})
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -251,6 +262,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--lowercase", action="store_true")
     s.add_argument("--detok-lang", default="en")
+    s.add_argument("--compound-split", action="store_true",
+                   help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
     s.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("score", help="BLEU of your own output: tokenized and sacreBLEU")
@@ -301,9 +314,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--lowercase", action="store_true")
     s.set_defaults(func=cmd_buckets)
 
-    s = sub.add_parser("prepare", help="download and prepare a real dataset")
+    s = sub.add_parser("download", help="download one file, verified against its checksum")
+    s.add_argument("--url", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--sha256", help="the pinned checksum (neither given: not pinned, log it)")
+    s.add_argument("--md5", help="the pinned MD5, where no SHA-256 was ever published")
+    s.add_argument("--retries", type=int, default=5)
+    s.set_defaults(func=cmd_download)
+
+    s = sub.add_parser("prepare", help="prepare a real dataset from its downloaded releases")
     s.add_argument("--dataset", required=True)
-    s.add_argument("--kind", required=True)
+    s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
+    s.add_argument("--downloads", default="data/downloads")
+    s.add_argument("--out", required=True)
+    s.add_argument("--workers", type=int, default=1, help="processes for Moses tokenization")
     s.set_defaults(func=cmd_prepare)
     return p
 

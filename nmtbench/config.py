@@ -19,6 +19,7 @@ from nmtbench.papers import PAPERS_DIR, load_catalogue
 from nmtbench.plan import Plan
 from nmtbench.pretrained import checkpoint_dir
 from nmtbench.pretraining import PretrainConfig
+from nmtbench.recipes import check_sources
 from nmtbench.trainer import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
@@ -93,6 +94,8 @@ def check(config: dict[str, Any], schema_path: str | Path,
                            f"config key 'datasets.{dataset}.overrides.{method}")
             _check_against(decode_schema, settings.get("decode", {}),
                           f"config key 'datasets.{dataset}.overrides.{method}.decode")
+        if spec["kind"] != "toyworld":  # a recipe for it, and a download entry for each file
+            check_sources(dataset, spec, config.get("sources", {}))
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "

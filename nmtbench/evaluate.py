@@ -9,17 +9,20 @@ from typing import Any
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
 from nmtbench.metrics import bleu, detokenize, rouge
+from nmtbench.preprocess import split_compounds
 
 
 def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path: str | Path,
                  out_path: str | Path, *, lowercase: bool, detok_lang: str,
                  raw_ref_path: str | Path | None = None,
-                 decode_info: str | Path | None = None) -> dict[str, Any]:
+                 decode_info: str | Path | None = None,
+                 compound_split: bool = False) -> dict[str, Any]:
     """Tokenized BLEU against the tokenized reference; sacreBLEU on detokenized text; ROUGE.
 
     The hypotheses are word-level tokenized text (the target tokenizer's words); sacreBLEU
     sees them Moses-detokenized, and sees the raw reference when the dataset has one, else the
-    detokenized tokenized reference.
+    detokenized tokenized reference. `compound_split` splits hyphenated compounds in both
+    before tokenized BLEU, as the papers scored WMT14 En-De.
     """
     run_dir = Path(run_dir)
     hyps = read_lines(hyp_path)
@@ -27,7 +30,10 @@ def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path
     if len(hyps) != len(refs):
         raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
     raw_refs = read_lines(raw_ref_path) if raw_ref_path else detokenize(refs, detok_lang)
-    scores = bleu(hyps, refs, detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
+    for_bleu = split_compounds if compound_split else (lambda line: line)
+    scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
+                  detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
+    scores["compound_split"] = compound_split
     summary = json.loads((run_dir / "train_summary.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
     metrics = {

@@ -8,6 +8,8 @@ from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
 from nmtbench.plan import CHECKPOINT_ROLES
 from nmtbench.pretrained import PRETRAINED_DIR, checkpoint_dir
+from nmtbench.download import source_url
+from nmtbench.recipes import download_paths
 
 try:
     PLAN = nmtconfig.check(
@@ -48,6 +50,17 @@ def tokenizer_corpora(wildcards):
     if dataset_spec(wildcards)["kind"] == "toyworld":
         corpora.insert(0, prepared(wildcards.dataset, f"mono.{wildcards.side}"))
     return corpora
+
+
+def download_checksum_arguments(source, file):
+    """`--sha256 X` / `--md5 Y` for the file's pinned checksums (none: the download logs it)."""
+    entry = config["sources"][source]["files"][file]
+    return " ".join(f"--{kind} {entry[kind]}" for kind in ("sha256", "md5") if entry.get(kind))
+
+
+def prepare_inputs(wildcards):
+    """The downloaded files the dataset's recipe reads."""
+    return download_paths(wildcards.dataset, config["datasets"][wildcards.dataset])
 
 
 def dataset_spec(wildcards):

@@ -17,20 +17,52 @@ rule toyworld:
         "--world {params.world:q} > {log:q} 2>&1"
 
 
+# One download rule per source (download_statmt, download_multi30k, ...): a file is fetched
+# from the source's base URL and kept only if its SHA-256 equals the one pinned in config.
+for source in config.get("sources", {}):
+
+    rule:
+        name:
+            f"download_{source.replace('-', '_')}"
+        output:
+            f"data/downloads/{source}/{{file}}",
+        params:
+            url=lambda w, s=source: source_url(config["sources"][s], w.file),
+            checksums=lambda w, s=source: download_checksum_arguments(s, w.file),
+        conda:
+            "../envs/nmtbench.yaml"
+        log:
+            f"logs/download/{source}/{{file}}.log",
+        wildcard_constraints:
+            file="|".join(re.escape(f) for f in config["sources"][source]["files"]) or "^$",
+        retries: 1
+        shell:
+            "python -m nmtbench download --url {params.url:q} {params.checksums} "
+            "--out {output:q} > {log:q} 2>&1"
+
+
 rule prepare:
+    input:
+        prepare_inputs,
     output:
         expand(prepared("{{dataset}}", "{split}.{side}"), split=SPLITS, side=["src", "tgt"]),
+        manifest=prepared("{dataset}", "manifest.json"),
     params:
-        kind=lambda w: dataset_spec(w)["kind"],
+        spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
+        out=lambda w, output: os.path.dirname(output.manifest),
     conda:
         "../envs/nmtbench.yaml"
     log:
         "logs/data/{dataset}/prepare.log",
     wildcard_constraints:
         dataset="|".join(real_datasets()) or "^$",
+    threads: resource("prepare", "threads")
+    resources:
+        mem_mb=resource("prepare", "mem_mb"),
+        runtime=resource("prepare", "runtime"),
     shell:
-        "python -m nmtbench prepare --dataset {wildcards.dataset:q} --kind {params.kind:q} "
-        "> {log:q} 2>&1"
+        "python -m nmtbench prepare --dataset {wildcards.dataset:q} --spec {params.spec:q} "
+        "--downloads data/downloads --out {params.out:q} --workers {threads} > {log:q} 2>&1"
 
 
 rule tokenizer:

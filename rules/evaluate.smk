@@ -13,6 +13,9 @@ rule evaluate:
         run_dir=lambda w, input: os.path.dirname(input.hyp),
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         detok_lang=lambda w: dataset_spec(w)["detok_lang"],
+        compound_split=lambda w: (
+            "--compound-split" if dataset_spec(w).get("compound_split") else ""
+        ),
     conda:
         "../envs/nmtbench.yaml"
     log:
@@ -20,4 +23,5 @@ rule evaluate:
     shell:
         "python -m nmtbench evaluate --run-dir {params.run_dir:q} --split {wildcards.split} "
         "--hyp {input.hyp:q} --info {input.info:q} --ref {input.ref:q} --out {output:q} "
-        "{params.lowercase} --detok-lang {params.detok_lang:q} > {log:q} 2>&1"
+        "{params.lowercase} {params.compound_split} --detok-lang {params.detok_lang:q} "
+        "> {log:q} 2>&1"

@@ -143,7 +143,8 @@ def make_config(seeds: list[int], *, toy: bool = False,
             "overrides": {"transformer": {"size": "tiny"}}}}
         config["dataset_map"] = {DATASET: "toy"}
     else:
-        config["datasets"] = {DATASET: {"kind": "wmt14", "vocab_size": {"src": 100, "tgt": 100},
+        config["datasets"] = {DATASET: {"kind": "wmt14", "src_lang": "en", "tgt_lang": "de",
+                                        "vocab_size": {"src": 100, "tgt": 100},
                                         "lowercase": False, "detok_lang": "de"}}
         config.pop("dataset_map")
     return config

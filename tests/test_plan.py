@@ -116,7 +116,8 @@ def make_config(**changes):
         "tables": ["all"],
         "seeds": [1],
         "datasets": {
-            "iwslt14-de-en": {"kind": "iwslt14", "vocab_size": {"src": 100, "tgt": 100},
+            "iwslt14-de-en": {"kind": "iwslt14", "src_lang": "de", "tgt_lang": "en",
+                              "vocab_size": {"src": 100, "tgt": 100},
                               "lowercase": True, "detok_lang": "en"},
             "toy": {"kind": "toyworld", "vocab_size": {"src": 100, "tgt": 100},
                     "lowercase": False, "detok_lang": "en",
@@ -439,7 +440,8 @@ def test_default_config_plans_exactly_these_runs():
         # papers' quoted rows are external
     }
     assert plan.sharing("toy", "bert-init") == [
-        "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init"]
+        "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init",
+        "multi30k-bert-init"]
     assert plan.checkpoints("toy", "bert-init") == {"src_bert": "toy-bert-src"}
     assert plan.checkpoints("toy", "transformer-tiny") == {}
     assert plan.pretrained_targets() == ["toy-bert-src", "toy-bert-tgt", "toy-gpt2-tgt"]

@@ -171,7 +171,8 @@ def tiny_config(tmp_path):
     save_tiny_bert(tmp_path / "bert")
     config = {
         "datasets": {"tinyparams": {
-            "kind": "iwslt14", "vocab_size": {"src": 50, "tgt": 40}, "lowercase": False,
+            "kind": "iwslt14", "src_lang": "de", "tgt_lang": "en",
+            "vocab_size": {"src": 50, "tgt": 40}, "lowercase": False,
             "detok_lang": "en", "checkpoints": {"src": str(tmp_path / "bert")}}},
         "experiments": {
             "tiny-frozen": {"method": "bert-frozen", "size": "tiny", "d_model": 16,
