@@ -452,8 +452,8 @@ def test_default_config_plans_exactly_these_runs():
     assert plan.sharing("toy", "transformer-tiny") == [
         "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
         "deepfusion-transformer-12", "deepfusion-transformer-20", "deepfusion-transformer-base",
-        "deepfusion-transformer-big", "transformer-base", "transformer-big", "transformer-iwslt",
-        "transformer-tiny"]
+        "deepfusion-transformer-big", "multi30k-transformer", "transformer-base",
+        "transformer-big", "transformer-iwslt", "transformer-tiny"]
     run = "results/runs/toy/transformer-tiny/seed1"
     targets = set(plan.targets())
     # one model, three decodings: beam 5 (the default), deepfusion's beam 4, bertkd's beam 4
