@@ -100,6 +100,23 @@ def _experiment(c, **settings):
     (lambda c: _experiment(c, src_bert="bert-base-uncased"),
      "config key 'experiments.transformer-tiny.src_bert' is not a setting of the trainer or "
      "of method 'transformer'"),
+    # real datasets: languages, a recipe, and a download entry for every file it reads
+    (lambda c: c["datasets"]["multi30k-de-en"].pop("src_lang"),
+     "config key 'datasets.multi30k-de-en.src_lang' is missing (real datasets name their "
+     "languages)"),
+    (lambda c: c["datasets"]["multi30k-de-en"].update(tgt_lang="fr"),
+     "config key 'sources.multi30k.files.train.fr.gz' is missing (dataset 'multi30k-de-en' "
+     "reads it)"),
+    (lambda c: (c["datasets"].update(wmt14={**c["datasets"]["multi30k-de-en"], "kind": "wmt14",
+                                            "src_lang": "en", "tgt_lang": "de"}),
+                c["sources"]["statmt"]["files"].pop("wmt14/dev.tgz")),
+     "config key 'sources.statmt.files.wmt14/dev.tgz' is missing (dataset 'wmt14' reads it)"),
+    (lambda c: c["sources"]["statmt"]["files"]["wmt14/dev.tgz"].update(sha256="abc"),
+     "config key 'sources.statmt.files.wmt14/dev.tgz.sha256'"),
+    (lambda c: c["sources"]["statmt"].update(base_url="ftp.example.org"),
+     "config key 'sources.statmt.base_url': 'ftp.example.org' does not match"),
+    (lambda c: c["datasets"]["multi30k-de-en"].update(kind="wmt15"),
+     "config key 'datasets.multi30k-de-en.kind': 'wmt15' is not one of"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)
