@@ -325,7 +325,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("prepare", help="prepare a real dataset from its downloaded releases")
     s.add_argument("--dataset", required=True)
     s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
-    s.add_argument("--downloads", default="data/downloads")
+    s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
     s.add_argument("--out", required=True)
     s.add_argument("--workers", type=int, default=1, help="processes for Moses tokenization")
     s.set_defaults(func=cmd_prepare)

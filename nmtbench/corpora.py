@@ -97,8 +97,11 @@ def _member_bytes(path: Path, member: str | None, label: str) -> bytes:
 def _decode(raw: bytes, label: str) -> str:
     """UTF-8 (a byte-order mark dropped); bad bytes become U+FFFD and are counted in the log,
     as a few web-crawled corpora have them."""
-    text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    bad = text.count("\ufffd") - raw.decode("utf-8", errors="ignore").count("\ufffd")
-    if bad:
-        log.warning("%s: %d invalid UTF-8 sequences replaced by U+FFFD", label, bad)
-    return text
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        clean = raw.decode("utf-8", errors="ignore").count("\ufffd")  # U+FFFD already there
+        text = raw.decode("utf-8", errors="replace")
+        log.warning("%s: %d invalid UTF-8 sequences replaced by U+FFFD", label,
+                    text.count("\ufffd") - clean)
+    return text.removeprefix("\ufeff")

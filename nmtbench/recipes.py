@@ -300,14 +300,12 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
             log.warning("%s %s: dropped %d pairs with an empty side", name, split, gone)
             counts[f"{split}_empty_dropped"] = gone
         splits[split] = (src, tgt)
+    files = {f"{p.source}/{p.file}" for p in recipe.parts()}  # an archive feeds several parts
     manifest = {
         "dataset": name, "kind": spec["kind"], "src_lang": src_lang, "tgt_lang": tgt_lang,
-        "inputs": {p.label(): None for p in recipe.parts()},
+        "inputs": {f: sha256_of(Path(downloads) / f) for f in sorted(files)},
         "splits": {}, "filters": counts, "carved": carved,
     }
-    downloads = Path(downloads)
-    for part in recipe.parts():
-        manifest["inputs"][part.label()] = sha256_of(downloads / part.source / part.file)
     with atomic_directory(out) as tmp:
         for split in SPLITS:
             for side, lines in zip(("src", "tgt"), splits[split], strict=True):

@@ -9,7 +9,7 @@ from nmtbench.errors import InputError
 from nmtbench.plan import CHECKPOINT_ROLES
 from nmtbench.pretrained import PRETRAINED_DIR, checkpoint_dir
 from nmtbench.download import source_url
-from nmtbench.recipes import download_paths
+from nmtbench.recipes import DOWNLOADS_DIR, download_paths
 
 try:
     PLAN = nmtconfig.check(

@@ -25,7 +25,7 @@ for source in config.get("sources", {}):
         name:
             f"download_{source.replace('-', '_')}"
         output:
-            f"data/downloads/{source}/{{file}}",
+            f"{DOWNLOADS_DIR}/{source}/{{file}}",
         params:
             url=lambda w, s=source: source_url(config["sources"][s], w.file),
             checksums=lambda w, s=source: download_checksum_arguments(s, w.file),
@@ -49,6 +49,7 @@ rule prepare:
         manifest=prepared("{dataset}", "manifest.json"),
     params:
         spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
+        downloads=DOWNLOADS_DIR,
         out=lambda w, output: os.path.dirname(output.manifest),
     conda:
         "../envs/nmtbench.yaml"
@@ -62,7 +63,8 @@ rule prepare:
         runtime=resource("prepare", "runtime"),
     shell:
         "python -m nmtbench prepare --dataset {wildcards.dataset:q} --spec {params.spec:q} "
-        "--downloads data/downloads --out {params.out:q} --workers {threads} > {log:q} 2>&1"
+        "--downloads {params.downloads:q} --out {params.out:q} --workers {threads} "
+        "> {log:q} 2>&1"
 
 
 rule tokenizer:

@@ -51,7 +51,7 @@ def _text(rows: list[str]) -> bytes:
     return "".join(r + "\n" for r in rows).encode("utf-8")
 
 
-def _tar(path: Path, members: dict[str, bytes]) -> None:
+def write_tar(path: Path, members: dict[str, bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "w" if path.suffix == ".tar" else "w:gz"  # .tgz, and gigaword's extensionless URL
     with tarfile.open(path, mode) as archive:
@@ -100,7 +100,7 @@ def iwslt14_archive(path: Path, x: str, tests: list[str], test_size: int = 3) ->
         for k, name in enumerate(tests):
             test_rows = [r.replace("'", "\u2019") for r in lines(lang, test_size, 100 * k)]
             members[f"{pair}/IWSLT14.{name}.{pair}.{lang}.xml"] = iwslt_xml(test_rows, lang)
-    _tar(path, members)
+    write_tar(path, members)
 
 
 def build_releases(root: Path) -> None:
@@ -118,35 +118,35 @@ def build_releases(root: Path) -> None:
             _write(root / f"stanford/iwslt15.en-vi/{name}.{lang}",
                    b"\xef\xbb\xbf" + data if name == "tst2013" else data)
     statmt = root / "statmt"
-    _tar(statmt / "wmt13/training-parallel-europarl-v7.tgz", {
+    write_tar(statmt / "wmt13/training-parallel-europarl-v7.tgz", {
         f"training/europarl-v7.{x}-en.{lang}": _text(lines(lang, 10))
         for x in ("de", "fr") for lang in (x, "en")})
-    _tar(statmt / "wmt13/training-parallel-commoncrawl.tgz", {
+    write_tar(statmt / "wmt13/training-parallel-commoncrawl.tgz", {
         f"commoncrawl.{x}-en.{lang}": _text(lines(lang, 6, 10)) for x in ("de", "fr")
         for lang in (x, "en")})
-    _tar(statmt / "wmt14/training-parallel-nc-v9.tgz", {
+    write_tar(statmt / "wmt14/training-parallel-nc-v9.tgz", {
         f"training/news-commentary-v9.{x}-en.{lang}": _text(lines(lang, 4, 20))
         for x in ("de", "fr") for lang in (x, "en")})
-    _tar(statmt / "wmt13/training-parallel-un.tgz", {
+    write_tar(statmt / "wmt13/training-parallel-un.tgz", {
         f"un/undoc.2000.fr-en.{lang}": _text(lines(lang, 3, 30)) for lang in ("fr", "en")})
-    _tar(statmt / "wmt10/training-giga-fren.tar", {
+    write_tar(statmt / "wmt10/training-giga-fren.tar", {
         f"giga-fren.release2.fixed.{lang}.gz": gzip.compress(_text(lines(lang, 5, 40)))
         for lang in ("fr", "en")})
-    _tar(statmt / "wmt14/dev.tgz", {f"dev/newstest2013.{lang}": _text(lines(lang, 7, 50))
+    write_tar(statmt / "wmt14/dev.tgz", {f"dev/newstest2013.{lang}": _text(lines(lang, 7, 50))
                                     for lang in ("de", "en", "fr")})
-    _tar(statmt / "wmt14/test-full.tgz", {
+    write_tar(statmt / "wmt14/test-full.tgz", {
         f"test-full/newstest2014-{x}en-{role}.{lang}.sgm": sgm(lines(lang, 8, 60),
                                                                "newstest2014", lang)
         for x in ("de", "fr") for role in ("src", "ref") for lang in (x, "en")})
     data = root / "statmt-data"
     task = data / "wmt16/translation-task"
-    _tar(task / "training-parallel-ep-v8.tgz", {
+    write_tar(task / "training-parallel-ep-v8.tgz", {
         f"training-parallel-ep-v8/europarl-v8.ro-en.{lang}": _text(lines(lang, 9))
         for lang in ("ro", "en")})
-    _tar(task / "dev-romanian-updated.tgz", {
+    write_tar(task / "dev-romanian-updated.tgz", {
         f"dev/newsdev2016-{pair}-{role}.{lang}.sgm": sgm(lines(lang, 6, 70), "newsdev2016", lang)
         for pair in ("roen", "enro") for role in ("src", "ref") for lang in ("ro", "en")})
-    _tar(task / "test.tgz", {
+    write_tar(task / "test.tgz", {
         f"test/newstest2016-{pair}-{role}.{lang}.sgm": sgm(lines(lang, 5, 80), "newstest2016",
                                                            lang)
         for pair in ("roen", "enro") for role in ("src", "ref") for lang in ("ro", "en")})
@@ -159,13 +159,13 @@ def build_releases(root: Path) -> None:
         for lang in ("ro", "en"):
             archive.writestr(f"SETIMES.en-ro.{lang}", _text(lines(lang, 8, 300)))
     task18 = data / "wmt18/translation-task"
-    _tar(task18 / "training-parallel-nc-v13.tgz", {
+    write_tar(task18 / "training-parallel-nc-v13.tgz", {
         f"training-parallel-nc-v13/news-commentary-v13.zh-en.{lang}": _text(lines(lang, 6))
         for lang in ("zh", "en")})
-    _tar(task18 / "dev.tgz", {f"dev/newstest2017-enzh-{role}.{lang}.sgm":
+    write_tar(task18 / "dev.tgz", {f"dev/newstest2017-enzh-{role}.{lang}.sgm":
                               sgm(lines(lang, 4, 20), "newstest2017", lang)
                               for role in ("src", "ref") for lang in ("en", "zh")})
-    _tar(task18 / "test.tgz", {f"test/newstest2018-enzh-{role}.{lang}.sgm":
+    write_tar(task18 / "test.tgz", {f"test/newstest2018-enzh-{role}.{lang}.sgm":
                                sgm(lines(lang, 3, 30), "newstest2018", lang)
                                for role in ("src", "ref") for lang in ("en", "zh")})
     giga = {}
@@ -173,7 +173,7 @@ def build_releases(root: Path) -> None:
         giga[f"org_data/{split}.src.txt"] = _text([f"article {i} about # things"
                                                    for i in range(count)])
         giga[f"org_data/{split}.tgt.txt"] = _text([f"headline {i}" for i in range(count)])
-    _tar(root / "gigaword/uc", giga)  # served at the Google Drive URL's path
+    write_tar(root / "gigaword/uc", giga)  # served at the Google Drive URL's path
     for name, count in (("train", 25), ("val", 5), ("test_2016_flickr", 4)):
         for lang in ("de", "en"):
             _write(root / f"multi30k/{name}.{lang}.gz",

@@ -9,12 +9,20 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
-from release_fixtures import Server, build_releases, iwslt14_archive, server_config
+from release_fixtures import (
+    Server,
+    build_releases,
+    iwslt14_archive,
+    iwslt_xml,
+    server_config,
+    write_tar,
+)
 
 from nmtbench.recipes import iwslt14, prepare, process_side
 
@@ -251,11 +259,6 @@ def test_real_iwslt14_test_set_through_the_iwslt14_recipe(tmp_path):
 
 def _replace_test_sets(archive: Path, tests: dict[str, list[str]]) -> None:
     """Rewrite the fixture archive's five test XML files with the given lines, in order."""
-    import io
-    import tarfile
-
-    from release_fixtures import iwslt_xml
-
     names = ["TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012"]
     n = len(tests["de"])
     bounds = [round(k * n / len(names)) for k in range(len(names) + 1)]
@@ -265,11 +268,7 @@ def _replace_test_sets(archive: Path, tests: dict[str, list[str]]) -> None:
         for lang in ("de", "en"):
             members[f"de-en/IWSLT14.{name}.de-en.{lang}.xml"] = iwslt_xml(
                 tests[lang][bounds[k]:bounds[k + 1]], lang)
-    with tarfile.open(archive, "w:gz") as new:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            new.addfile(info, io.BytesIO(data))
+    write_tar(archive, members)
 
 
 @needs_shared
