@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -16,10 +17,11 @@ from nmtbench.errors import InputError
 
 
 def _threads(n: int | None) -> None:
+    """Use the job's n threads; the processes torchrun starts share them out."""
     if n:
         import torch
 
-        torch.set_num_threads(n)
+        torch.set_num_threads(max(1, n // int(os.environ.get("WORLD_SIZE", "1"))))
 
 
 def cmd_toyworld(args: argparse.Namespace) -> None:
@@ -334,7 +336,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # under torchrun every process logs to the same file: the others only their warnings
+    main_process = os.environ.get("RANK", "0") == "0"
+    logging.basicConfig(level=logging.INFO if main_process else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(message)s")
     try:
         args.func(args)
     except InputError as err:

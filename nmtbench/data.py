@@ -63,6 +63,10 @@ class ParallelData:
         lengths = [max(len(s), len(t)) for s, t in zip(self.src, self.tgt, strict=True)]
         return token_batches(order, lengths, max_tokens, shuffle_seed)
 
+    def target_tokens(self, indices: list[int]) -> int:
+        """The batch's non-padding target tokens (y [SEP]): what its loss is averaged over."""
+        return sum(len(self.tgt[i]) - 1 for i in indices)
+
     def collate(self, indices: list[int]) -> Batch:
         """Pad a batch; the target is split into decoder input ([CLS] y) and output (y [SEP])."""
         tgt = [self.tgt[i] for i in indices]

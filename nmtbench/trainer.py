@@ -5,6 +5,12 @@ schedule after linear warm-up, gradient clipping, validation loss every epoch, `
 per-epoch checkpoints, bf16 autocast on CUDA. A restarted run resumes from `checkpoints/last.pt`
 (model, optimizer, schedule, RNG, position inside the epoch), so on CPU a resumed run ends with
 exactly the weights of an uninterrupted one.
+
+Under `torchrun` the same loop is data-parallel (DistributedDataParallel): every update takes
+`world size x update_freq` consecutive batches of the epoch's shuffled list, each process its
+share, and each batch's gradient is weighted by its share of the update's target tokens, as
+fairseq normalises by the update's sample size. One process with `update_freq: 2` and two
+processes with `update_freq: 1` therefore make the same updates. Rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import json
 import logging
 import math
 import time
+from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -22,7 +30,7 @@ import torch
 from tqdm import tqdm
 
 from methods import get_method
-from nmtbench import checkpoints
+from nmtbench import checkpoints, distributed
 from nmtbench.data import ParallelData
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
@@ -41,6 +49,7 @@ class TrainConfig:
 
     seed: int = 1
     max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
+    update_freq: int = 1  # batches each process accumulates per update (fairseq --update-freq)
     lr: float = 5e-4
     warmup_updates: int = 4000
     warmup_init_lr: float = 1e-7
@@ -83,7 +92,8 @@ class Trainer:
         self.cfg = cfg
         self.paths = paths
         self.tc = TrainConfig.from_dict(cfg)
-        self.device = resolve_device(device)
+        self.world = distributed.join(resolve_device(device))
+        self.device = self.world.device(resolve_device(device))
         self.src_tok = load_tokenizer(paths["src_tokenizer"])
         self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
         self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,
@@ -95,6 +105,13 @@ class Trainer:
         method = get_method(cfg["method"])
         self.model: Method = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
                                           paths.get("pretrained", {})).to(self.device)
+        self.synced = None  # the DistributedDataParallel wrapper when there are several processes
+        if self.world.size > 1:
+            self.synced = torch.nn.parallel.DistributedDataParallel(
+                distributed.LossOf(self.model),
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=True)  # e.g. a fine-tuned BERT's unused pooler
+            torch.manual_seed(self.tc.seed + self.world.rank)  # each process its own dropout
         self.optimizer = torch.optim.Adam(list(self.model.trainable_parameters()), lr=self.tc.lr,
                                           betas=self.tc.adam_betas, eps=self.tc.adam_eps,
                                           weight_decay=self.tc.weight_decay)
@@ -107,6 +124,7 @@ class Trainer:
     def _state(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "step": self.step, "epoch": self.epoch, "offset": self.offset,
+                "world_size": self.world.size,
                 "best_valid": self.best_valid, "seconds": self.seconds,
                 "epochs_without_improvement": self.epochs_without_improvement,
                 "rng": torch.get_rng_state(),
@@ -115,9 +133,13 @@ class Trainer:
 
     def _resume(self) -> None:
         state = checkpoints.load(self.ckpt_dir / "last.pt")
-        if state["config"] != json.dumps(self.cfg, sort_keys=True):
+        if _resumable(json.loads(state["config"])) != _resumable(self.cfg):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
                              "delete the run directory to start over")
+        if state.get("world_size", 1) != self.world.size:
+            log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
+                        "changes", self.ckpt_dir / "last.pt", state.get("world_size", 1),
+                        self.world.size)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
@@ -126,19 +148,23 @@ class Trainer:
         torch.set_rng_state(state["rng"])
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
+        if self.world.size > 1:  # the checkpoint holds rank 0's generator only
+            torch.manual_seed(self.tc.seed + self.world.rank + 1_000_003 * self.step)
         self._truncate_log()
         self._log({"event": "resume", "message": f"resumed from step {self.step}"})
         log.info("resumed from step %d (epoch %d)", self.step, self.epoch)
 
     def _truncate_log(self) -> None:
         """Drop log lines of steps after the checkpoint: they are about to be replayed."""
-        if not self.log_path.exists():
+        if not self.world.is_main or not self.log_path.exists():
             return
         kept = [line for line in self.log_path.read_text().splitlines()
                 if line.strip() and json.loads(line).get("step", 0) <= self.step]
         write_lines(self.log_path, kept)
 
     def _log(self, record: dict[str, Any]) -> None:
+        if not self.world.is_main:
+            return
         with self.log_path.open("a") as f:
             f.write(json.dumps({"step": self.step, "epoch": self.epoch, **record}) + "\n")
 
@@ -146,39 +172,64 @@ class Trainer:
     def _autocast(self):
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
 
-    def _train_step(self, indices: list[int]) -> dict[str, float]:
+    def _loss(self, batch):
+        return self.model.loss(batch) if self.synced is None else self.synced(batch)
+
+    def _no_sync(self, last: bool):
+        """Gradients are exchanged once per update, on the last batch this process adds."""
+        return self.synced.no_sync() if self.synced is not None and not last else nullcontext()
+
+    def _train_step(self, group: list[list[int]]) -> dict[str, float]:
+        """One update over `group` (world size x update_freq batches, fewer at an epoch's end)."""
         self.model.train()
-        batch = self.train_data.collate(indices).to(self.device)
         lr = inverse_sqrt_lr(self.step + 1, self.tc)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        with self._autocast():
-            loss, parts = self.model.loss(batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss.item()} at step {self.step + 1}; the last "
-                                     f"good checkpoint is {self.ckpt_dir / 'last.pt'}")
+        for param_group in self.optimizer.param_groups:
+            param_group["lr"] = lr
+        tokens = sum(self.train_data.target_tokens(indices) for indices in group)
+        share = [(indices, self.train_data.target_tokens(indices) / tokens)
+                 for indices in group[self.world.rank::self.world.size]]
+        # a process left without a batch still takes part in the exchange, with zero weight
+        share = share or [(group[0], 0.0)]
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        sums: dict[str, float] = defaultdict(float)
+        for j, (indices, weight) in enumerate(share):
+            batch = self.train_data.collate(indices).to(self.device)
+            with self._no_sync(last=j == len(share) - 1):
+                with self._autocast():
+                    loss, parts = self._loss(batch)
+                # DDP averages over processes; the weights already sum to one over all of them
+                (loss * (weight * self.world.size)).backward()
+            for key, value in {**parts, "loss": float(loss.detach())}.items():
+                sums[key] += value * (weight > 0) if key == "ntokens" else value * weight
+            sums["nonfinite"] += float(not torch.isfinite(loss))
+        keys = sorted(sums)
+        record = dict(zip(keys, self.world.all_reduce_sum([sums[k] for k in keys], self.device),
+                          strict=True))
+        if record.pop("nonfinite"):  # every process stops, none waits for the others
+            raise FloatingPointError(f"loss is {record['loss']} at step {self.step + 1}; the "
+                                     f"last good checkpoint is {self.ckpt_dir / 'last.pt'}")
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(
             params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
         self.optimizer.step()
         self.step += 1
-        return {**{k: float(v) for k, v in parts.items()}, "lr": lr,
-                "grad_norm": float(grad_norm)}
+        return {**record, "lr": lr, "grad_norm": float(grad_norm)}
 
     @torch.no_grad()
     def validate(self) -> float:
-        """Mean per-token loss on the validation set (label-smoothed, like fairseq's)."""
+        """Mean per-token loss on the validation set (label-smoothed, like fairseq's); each
+        process scores its share of the batches."""
         self.model.eval()
         total, tokens = 0.0, 0
-        for indices in self.valid_data.batches(self.tc.max_tokens):
+        batches = self.valid_data.batches(self.tc.max_tokens)
+        for indices in batches[self.world.rank::self.world.size]:
             batch = self.valid_data.collate(indices).to(self.device)
             with self._autocast():
                 loss, parts = self.model.loss(batch)
             n = int(parts["ntokens"])
             total += float(loss) * n
             tokens += n
+        total, tokens = self.world.all_reduce_sum([total, tokens], self.device)
         return total / max(tokens, 1)
 
     @torch.no_grad()
@@ -201,59 +252,81 @@ class Trainer:
         else:
             self.epochs_without_improvement += 1
         record = {"valid_loss": valid, "best_valid_loss": self.best_valid}
-        if self.tc.valid_bleu:
+        if self.tc.valid_bleu and self.world.is_main:
             record["valid_bleu"] = self.valid_bleu()
         self._log({"event": "valid", **record, "seconds": round(self.seconds, 2)})
         finished_epoch = self.epoch
         self.epoch, self.offset = self.epoch + 1, 0
-        state = self._state()
-        checkpoints.save(self.ckpt_dir / f"epoch{finished_epoch}.pt", state)
-        for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[: -self.tc.keep_last_epochs]:
-            old.unlink()
-        if improved:
-            checkpoints.save(self.ckpt_dir / "best.pt", state)
-        checkpoints.save(self.ckpt_dir / "last.pt", state)
+        if self.world.is_main:
+            state = self._state()
+            checkpoints.save(self.ckpt_dir / f"epoch{finished_epoch}.pt", state)
+            for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[: -self.tc.keep_last_epochs]:
+                old.unlink()
+            if improved:
+                checkpoints.save(self.ckpt_dir / "best.pt", state)
+            checkpoints.save(self.ckpt_dir / "last.pt", state)
         return (finished_epoch >= self.tc.max_epochs
                 or (self.tc.max_updates and self.step >= self.tc.max_updates)
                 or (self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
 
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        with (self.run_dir / ".train.lock").open("w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise InputError(f"{self.run_dir} is being trained by another process") from None
-            return self._run()
+        try:
+            if not self.world.is_main:
+                return self._run()
+            with (self.run_dir / ".train.lock").open("w") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise InputError(f"{self.run_dir} is being trained by another process") \
+                        from None
+                return self._run()
+        finally:
+            distributed.leave(self.world)
 
     def _run(self) -> dict[str, Any]:
-        write_json(self.run_dir / "config.json", {"experiment": self.cfg, "paths": self.paths})
+        if self.world.is_main:
+            write_json(self.run_dir / "config.json",
+                       {"experiment": self.cfg, "paths": self.paths})
         if (self.ckpt_dir / "last.pt").exists():
             self._resume()
         done = self.epoch > self.tc.max_epochs or bool(
             self.tc.max_updates and self.step >= self.tc.max_updates)
-        epoch_batches = len(self.train_data.batches(self.tc.max_tokens))
-        total = self.tc.max_updates or self.tc.max_epochs * epoch_batches
+        per_update = self.world.size * self.tc.update_freq
+        epoch_updates = math.ceil(len(self.train_data.batches(self.tc.max_tokens)) / per_update)
+        total = self.tc.max_updates or self.tc.max_epochs * epoch_updates
         with tqdm(total=total, initial=self.step, desc=f"train {self.run_dir}", unit="step",
-                  mininterval=5, disable=None) as bar:
+                  mininterval=5, disable=None if self.world.is_main else True) as bar:
             while not done:
                 batches = self.train_data.batches(self.tc.max_tokens, self.tc.seed + self.epoch)
-                for indices in batches[self.offset:]:
+                for first in range(self.offset, len(batches), per_update):
+                    group = batches[first:first + per_update]
                     start = time.perf_counter()
-                    record = self._train_step(indices)
-                    self.offset += 1
+                    record = self._train_step(group)
+                    self.offset += len(group)
                     self.seconds += time.perf_counter() - start
                     bar.update(1)
                     if self.step % self.tc.log_interval == 0:
                         self._log({"event": "train", **record})
                         bar.set_postfix(loss=f"{record['loss']:.3f}", epoch=self.epoch)
-                    if self.step % self.tc.save_interval_updates == 0:
+                    if self.step % self.tc.save_interval_updates == 0 and self.world.is_main:
                         checkpoints.save(self.ckpt_dir / "last.pt", self._state())
                     if self.tc.max_updates and self.step >= self.tc.max_updates:
                         break
                 done = self._end_epoch()
         summary = {"steps": self.step, "epochs": self.epoch - 1, "seconds": round(self.seconds, 2),
                    "best_valid_loss": self.best_valid, "device": self.device.type,
-                   "params": self.model.num_params(), "train_pairs": len(self.train_data)}
-        write_json(self.run_dir / "train_summary.json", summary)
+                   "params": self.model.num_params(), "train_pairs": len(self.train_data),
+                   "processes": self.world.size}
+        if self.world.is_main:
+            write_json(self.run_dir / "train_summary.json", summary)
         return summary
+
+
+STOPPING = ("max_epochs", "max_updates", "patience")
+
+
+def _resumable(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The settings a resumed run must share with its checkpoint: all but when to stop, so that
+    raising max_epochs and running again trains on from where the run ended."""
+    return {k: v for k, v in cfg.items() if k not in STOPPING}

@@ -13,7 +13,7 @@ rule bootstrap:
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         samples=config["analysis"]["bootstrap_samples"],
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/text.yaml"
     log:
         "logs/analyze/{dataset}/{experiment}/seed{seed}.bootstrap.{split}.{tag}.{baseline}.{btag}.log",
     shell:
@@ -32,7 +32,7 @@ rule buckets:
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         cutoffs=lambda w: w.cutoffs.split("-"),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/text.yaml"
     log:
         "logs/analyze/{dataset}/{experiment}/seed{seed}.buckets.{split}.{tag}.{cutoffs}.log",
     shell:

@@ -134,6 +134,14 @@ def pretrained_arguments(wildcards, input):
     )
 
 
+def train_launcher(wildcards, resources):
+    """`torchrun` with one process per GPU when the job has more than one, else one process."""
+    gpus = int(resources.gpu)
+    if gpus > 1:
+        return f"torchrun --standalone --nproc-per-node {gpus} -m nmtbench"
+    return "python -m nmtbench"
+
+
 def experiment_json(wildcards):
     return nmtconfig.as_json(
         PLAN.run_settings(wildcards.dataset, wildcards.experiment, int(wildcards.seed))

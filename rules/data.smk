@@ -7,7 +7,7 @@ rule toyworld:
     params:
         world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/data/{dataset}/toyworld.log",
     wildcard_constraints:
@@ -30,7 +30,7 @@ for source in config.get("sources", {}):
             url=lambda w, s=source: source_url(config["sources"][s], w.file),
             checksums=lambda w, s=source: download_checksum_arguments(s, w.file),
         conda:
-            "../envs/nmtbench.yaml"
+            "../envs/text.yaml"
         log:
             f"logs/download/{source}/{{file}}.log",
         wildcard_constraints:
@@ -52,7 +52,7 @@ rule prepare:
         downloads=DOWNLOADS_DIR,
         out=lambda w, output: os.path.dirname(output.manifest),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/text.yaml"
     log:
         "logs/data/{dataset}/prepare.log",
     wildcard_constraints:
@@ -76,7 +76,7 @@ rule tokenizer:
         vocab_size=lambda w: dataset_spec(w)["vocab_size"][w.side],
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/data/{dataset}/tokenizer.{side}.log",
     shell:

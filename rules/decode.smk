@@ -14,7 +14,7 @@ rule decode:
         s=decode_settings,
         device=config.get("device", "auto"),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/decode/{dataset}/{experiment}/seed{seed}.{split}.{tag}.log",
     threads: resource("decode", "threads")
@@ -43,7 +43,7 @@ rule latency:
         device=config.get("device", "auto"),
         sentences=config["analysis"]["latency_sentences"],
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/latency/{dataset}/{experiment}/seed{seed}.{tag}.log",
     threads: resource("decode", "threads")

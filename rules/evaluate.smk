@@ -17,7 +17,7 @@ rule evaluate:
             "--compound-split" if dataset_spec(w).get("compound_split") else ""
         ),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/text.yaml"
     log:
         "logs/evaluate/{dataset}/{experiment}/seed{seed}.{split}.{tag}.log",
     shell:

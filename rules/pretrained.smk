@@ -9,7 +9,7 @@ rule snapshot:
     params:
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/pretrained/{pretrained}.snapshot.log",
     shell:
@@ -27,7 +27,7 @@ rule pretrain:
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
         settings=lambda w: nmtconfig.as_json(nmtconfig.pretrain_settings(pretraining_spec(w))),
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/pretrained/{pretrained}.pretrain.log",
     benchmark:

@@ -21,7 +21,7 @@ rule report:
         config=lambda w: nmtconfig.as_json(config),
         root=workflow.basedir,
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/report.log",
     shell:

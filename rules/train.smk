@@ -1,4 +1,5 @@
 # Training: one run per (dataset, experiment, seed); resumes from checkpoints/last.pt if killed.
+# A job given several GPUs (resources: gpu) trains data-parallel, one torchrun process per GPU.
 # Only train_summary.json (written last) is declared, so a killed run is never taken as done.
 
 
@@ -14,8 +15,9 @@ rule train:
         src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
         tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
         pretrained=pretrained_arguments,
+        launcher=train_launcher,
     conda:
-        "../envs/nmtbench.yaml"
+        "../envs/models.yaml"
     log:
         "logs/train/{dataset}/{experiment}/seed{seed}.log",
     benchmark:
@@ -26,7 +28,7 @@ rule train:
         runtime=resource("train", "runtime"),
         gpu=resource("train", "gpu"),
     shell:
-        "python -m nmtbench train --run-dir {params.run_dir:q} --config {params.experiment:q} "
+        "{params.launcher} train --run-dir {params.run_dir:q} --config {params.experiment:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "

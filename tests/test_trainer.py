@@ -100,3 +100,23 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_dir, tmp_path):
     saved = checkpoints.load(tmp_path / "run" / "checkpoints" / "last.pt")
     assert saved["step"] == 2
     assert all(torch.isfinite(t).all() for t in saved["model"].values())
+
+
+def test_accumulated_batches_weigh_by_target_tokens_like_one_big_batch(toy_dir, tmp_path):
+    """update_freq 2 over batches a, b gives the gradient of one batch a + b: each batch's mean
+    loss counts by its share of the update's target tokens (fairseq's sample-size rule)."""
+    torch.set_num_threads(1)
+    cfg = {**CFG, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0,
+           "clip_norm": 0.0}
+    accumulated = Trainer(tmp_path / "a", {**cfg, "update_freq": 2}, paths(toy_dir), "cpu")
+    joined = Trainer(tmp_path / "b", cfg, paths(toy_dir), "cpu")
+    data = accumulated.train_data
+    a, b = sorted(data.batches(CFG["max_tokens"]), key=data.target_tokens)[::-1][:2]
+    a = a[: len(a) // 3]  # unequal token counts: an unweighted mean of means would differ
+    assert data.target_tokens(a) != data.target_tokens(b)
+    record = accumulated._train_step([a, b])
+    joined._train_step([a + b])
+    assert record["ntokens"] == data.target_tokens(a) + data.target_tokens(b)
+    for (name, p), q in zip(accumulated.model.named_parameters(), joined.model.parameters(),
+                            strict=True):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-7), name

@@ -1,0 +1,71 @@
+"""Data-parallel training across processes: the process group `torchrun` sets up.
+
+`torchrun --nproc-per-node N -m nmtbench train ...` starts N copies of the trainer with RANK,
+LOCAL_RANK and WORLD_SIZE in their environment; a plain `python -m nmtbench train` is a world of
+one, for which every function here is a no-op, so the single-process path stays exactly as it was.
+GPUs talk over NCCL, CPU processes over gloo (how the tests run two processes).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    local_rank: int = 0
+    size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone writes checkpoints, logs and summaries."""
+        return self.rank == 0
+
+    def device(self, device: torch.device) -> torch.device:
+        """Each process of a multi-GPU job owns the GPU of its local rank."""
+        if self.size > 1 and device.type == "cuda":
+            return torch.device("cuda", self.local_rank)
+        return device
+
+    def all_reduce_sum(self, values: list[float], device: torch.device) -> list[float]:
+        """Sum a few floats over every process (identity in a world of one)."""
+        if self.size == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+
+def join(device: torch.device) -> World:
+    """The world this process belongs to; joins the process group when torchrun started it."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return World()
+    world = World(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), size)
+    if not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(world.local_rank)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return world
+
+
+def leave(world: World) -> None:
+    if world.size > 1 and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class LossOf(torch.nn.Module):
+    """Makes a method's `loss` the module's forward, so DistributedDataParallel (which hooks
+    `forward`) synchronises the gradients of every method without the method knowing."""
+
+    def __init__(self, method: torch.nn.Module):
+        super().__init__()
+        self.method = method
+
+    def forward(self, batch):
+        return self.method.loss(batch)
