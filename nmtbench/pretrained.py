@@ -17,11 +17,13 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, BertConfig, GPT2Config, PretrainedConfig
+
+if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
+    from transformers import PretrainedConfig
 
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
@@ -32,14 +34,16 @@ _BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                   intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
 _BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                    intermediate_size=4096, max_position_embeddings=512, type_vocab_size=2)
-# The config.json facts of the checkpoints the papers use (Hugging Face hub, 2019 releases).
-KNOWN_CONFIGS: dict[str, PretrainedConfig] = {
-    "bert-base-uncased": BertConfig(vocab_size=30522, **_BERT_BASE),
-    "bert-base-cased": BertConfig(vocab_size=28996, **_BERT_BASE),
-    "bert-base-german-cased": BertConfig(vocab_size=30000, **_BERT_BASE),
-    "bert-base-multilingual-cased": BertConfig(vocab_size=119547, **_BERT_BASE),
-    "bert-large-cased": BertConfig(vocab_size=28996, **_BERT_LARGE),
-    "gpt2": GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12),
+# The config.json facts of the checkpoints the papers use (Hugging Face hub, 2019 releases):
+# model type and settings.
+KNOWN_CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
+    "bert-base-uncased": ("bert", dict(vocab_size=30522, **_BERT_BASE)),
+    "bert-base-cased": ("bert", dict(vocab_size=28996, **_BERT_BASE)),
+    "bert-base-german-cased": ("bert", dict(vocab_size=30000, **_BERT_BASE)),
+    "bert-base-multilingual-cased": ("bert", dict(vocab_size=119547, **_BERT_BASE)),
+    "bert-large-cased": ("bert", dict(vocab_size=28996, **_BERT_LARGE)),
+    "gpt2": ("gpt2", dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
+                          n_head=12)),
 }
 
 # Files a snapshot needs: config, vocabulary/tokenizer files and safetensors weights.
@@ -64,13 +68,16 @@ def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
 def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
     """The architecture of a checkpoint: its directory's config.json, else the shipped facts
     (an architecture passed in is returned as it is)."""
+    from transformers import AutoConfig, PretrainedConfig
+
     if isinstance(name_or_dir, PretrainedConfig):
         return name_or_dir
     path = Path(name_or_dir)
     if (path / "config.json").is_file():
         return AutoConfig.from_pretrained(str(path), local_files_only=True)
     if name_or_dir in KNOWN_CONFIGS:
-        return KNOWN_CONFIGS[name_or_dir]
+        model_type, settings = KNOWN_CONFIGS[name_or_dir]
+        return AutoConfig.for_model(model_type, **settings)
     raise InputError(f"checkpoint {name_or_dir!r}: no config.json there and no architecture "
                      f"known offline (known: {', '.join(KNOWN_CONFIGS)})")
 
@@ -80,6 +87,8 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
     """The checkpoint's base model (`AutoModel`): its weights from disk, or, with
     `weights=False`, its architecture with random weights (counting, or before loading a
     trained run's state). Never downloads: hub names are snapshotted by their rule first."""
+    from transformers import AutoModel
+
     if not weights:
         return AutoModel.from_config(model_config(name_or_dir), **kwargs)
     if not (Path(name_or_dir) / "config.json").is_file():

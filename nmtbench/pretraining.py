@@ -21,25 +21,19 @@ import math
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm import tqdm
-from transformers import (
-    BertConfig,
-    BertForMaskedLM,
-    DataCollatorForLanguageModeling,
-    GPT2Config,
-    GPT2LMHeadModel,
-    PretrainedConfig,
-    PreTrainedTokenizerBase,
-)
 
 from nmtbench.data import token_batches
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
 from nmtbench.method import Vocab
 from nmtbench.tokenization import load_tokenizer, vocab_of
+
+if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 MODELS = ("bert", "gpt2")
@@ -78,6 +72,8 @@ class PretrainConfig:
 
 def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:
     """The Hugging Face config of the model `cfg` pre-trains over `vocab`."""
+    from transformers import BertConfig, GPT2Config
+
     if cfg.model == "bert":
         return BertConfig(vocab_size=vocab.size, hidden_size=cfg.d_model,
                           num_hidden_layers=cfg.layers, num_attention_heads=cfg.n_heads,
@@ -89,6 +85,8 @@ def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:
 
 
 def build_model(cfg: PretrainConfig, tok: PreTrainedTokenizerBase) -> torch.nn.Module:
+    from transformers import BertForMaskedLM, GPT2LMHeadModel
+
     model = BertForMaskedLM if cfg.model == "bert" else GPT2LMHeadModel
     return model(architecture(cfg, vocab_of(tok)))
 
@@ -99,6 +97,8 @@ class Batcher:
     at padding)."""
 
     def __init__(self, cfg: PretrainConfig, tok: PreTrainedTokenizerBase):
+        from transformers import DataCollatorForLanguageModeling
+
         self.model, self.pad = cfg.model, tok.pad_token_id
         self.collator = DataCollatorForLanguageModeling(
             tok, mlm=True, mlm_probability=cfg.mask_prob, mask_replace_prob=0.8,

@@ -8,12 +8,13 @@ loads a real BERT checkpoint's vocabulary. Everything downstream sees only that 
 from __future__ import annotations
 
 from pathlib import Path
-
-from tokenizers.implementations import BertWordPieceTokenizer
-from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from nmtbench.errors import InputError
 from nmtbench.method import Vocab
+
+if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
+    from transformers import PreTrainedTokenizerBase
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -21,6 +22,9 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: int,
                     lowercase: bool = False, min_frequency: int = 2) -> None:
     """Train a BERT WordPiece vocabulary on text files and save it in Hugging Face format."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+    from transformers import BertTokenizer
+
     trainer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False,
                                      clean_text=True, handle_chinese_chars=True)
     # The trainer numbers "##x" pieces in hash-map order, and ids break ties between equally
@@ -41,6 +45,8 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
 
 def load_tokenizer(name_or_dir: str | Path) -> PreTrainedTokenizerBase:
     """Load a tokenizer from a hub name or a local directory."""
+    from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(str(name_or_dir))
     except (OSError, ValueError) as err:

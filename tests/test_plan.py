@@ -2,6 +2,9 @@
 
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -469,3 +472,21 @@ def test_default_config_plans_exactly_these_runs():
             f"{run}/bootstrap.test.beam5-lp1-fairseq-best.vs.transformer-tiny-500."
             "beam5-lp1-fairseq-best.json",
             } <= targets
+
+
+def test_planning_the_dag_leaves_transformers_unloaded():
+    """Snakemake plans the DAG in every process it starts (on a cluster: twice per job), so the
+    modules the workflow imports load transformers only where a model is built."""
+    root = Path(__file__).resolve().parents[1]
+    script = textwrap.dedent("""
+        import sys
+        from nmtbench import config, download, plan, pretrained, recipes
+        for extra in ([], ["config/paper.yaml"]):
+            files = ["config/config.yaml", *extra]
+            config.check(config.load_config(files), "config/schema.yaml", "papers")
+        loaded = sorted(m for m in ("transformers", "tokenizers") if m in sys.modules)
+        assert not loaded, loaded
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
