@@ -36,7 +36,14 @@ pytestmark = pytest.mark.slurm
 LOOPBACK_FLAGS = ("--slurm-status-command", "squeue",
                   "--slurm-init-seconds-before-status-checks", "5",
                   "--slurm-no-account", "--slurm-keep-successful-logs")
-TIMEOUT = 1800  # seconds per snakemake run (the SLURM run takes ~12 minutes on 2 cores)
+TIMEOUT = 1800  # seconds per snakemake run
+# The part of the smoke DAG that runs every rule of the workflow once or more (22 jobs, about
+# five minutes through SLURM on 2 cores). The whole smoke DAG (46 jobs) passed too, in 743 s,
+# which CI's 30-minute budget cannot hold: `NMTBENCH_SLURM_TABLES=all` runs it.
+TABLES = os.environ.get("NMTBENCH_SLURM_TABLES",
+                        "[abnet2020.table1,bertkd2020.figure2a,bertfused2020.table1]")
+RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "latency", "evaluate",
+         "bootstrap", "buckets", "report"}
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+)\)\.")
 # Cells whose value is a measured time: latency ("15.9 ms") and speed-up ("2.38x") cells
@@ -58,7 +65,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 def snakemake(workdir: Path, env: dict[str, str], *args: str):
     """Run the smoke config in `workdir`: (the finished process, its wall time in seconds)."""
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(SMOKE), *args]
+           "--directory", str(workdir), "--configfile", str(SMOKE), "--config",
+           f"tables={TABLES}", *args]
     start = time.monotonic()
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
     return result, time.monotonic() - start
@@ -128,14 +136,14 @@ def job_stats(output: str) -> dict[str, int]:
 def test_every_job_of_the_smoke_dag_ran_as_a_slurm_job(slurm_run, capsys):
     workdir, output, seconds = slurm_run
     with capsys.disabled():
-        print(f"\n[test_slurm] smoke DAG through SLURM: {seconds:.0f} s wall time")
+        print(f"\n[test_slurm] smoke DAG ({TABLES}) through SLURM: {seconds:.0f} s wall time")
     (workdir / "wall_seconds.txt").write_text(f"{seconds:.1f}\n")
 
     submitted = SUBMITTED.findall(output)
     stats = job_stats(output)
     remote = {rule: n for rule, n in stats.items() if rule != "all"}  # `all` runs no command
-    assert {"train", "decode", "latency", "pretrain", "report"} <= set(remote)
-    assert len(submitted) == sum(remote.values()) >= 40, (stats, len(submitted))
+    assert set(remote) == RULES, stats  # every rule of the workflow ran as a SLURM job
+    assert len(submitted) == sum(remote.values()) >= 20, (stats, len(submitted))
     assert len({slurm_id for _, slurm_id, _ in submitted}) == len(submitted)  # one job each
 
     logs = workdir / ".snakemake" / "slurm_logs"
@@ -206,7 +214,7 @@ def test_slurm_and_local_runs_give_the_same_numbers(local_run, slurm_run):
     assert sorted(p.relative_to(slurm_dir) for pattern in patterns
                   for p in slurm_dir.glob(pattern)) == files
     bleu = [f for f in files if f.name.startswith("metrics.")]
-    assert len(bleu) >= 10
+    assert len(bleu) >= 3  # one per evaluate job
     for name in files:
         mine, other = slurm_dir / name, local_run / name
         if name.suffix == ".txt":
