@@ -92,8 +92,9 @@ class Trainer:
         self.cfg = cfg
         self.paths = paths
         self.tc = TrainConfig.from_dict(cfg)
-        self.world = distributed.join(resolve_device(device))
-        self.device = self.world.device(resolve_device(device))
+        requested = resolve_device(device)
+        self.world = distributed.join(requested)
+        self.device = self.world.device(requested)
         self.src_tok = load_tokenizer(paths["src_tokenizer"])
         self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
         self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,

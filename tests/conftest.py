@@ -14,3 +14,11 @@ def toy_dir(tmp_path_factory):
     for side, size in (("src", 600), ("tgt", 500)):
         train_wordpiece([out / f"mono.{side}", out / f"train.{side}"], out / f"tok_{side}", size)
     return out
+
+
+@pytest.fixture(scope="session")
+def toy_paths(toy_dir):
+    """The trainer's `paths` for the toy corpus and its vocabularies."""
+    return {"train_src": str(toy_dir / "train.src"), "train_tgt": str(toy_dir / "train.tgt"),
+            "valid_src": str(toy_dir / "valid.src"), "valid_tgt": str(toy_dir / "valid.tgt"),
+            "src_tokenizer": str(toy_dir / "tok_src"), "tgt_tokenizer": str(toy_dir / "tok_tgt")}

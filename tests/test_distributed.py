@@ -21,15 +21,10 @@ CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n
        "seed": 3}
 
 
-def paths(toy_dir):
-    return {"train_src": str(toy_dir / "train.src"), "train_tgt": str(toy_dir / "train.tgt"),
-            "valid_src": str(toy_dir / "valid.src"), "valid_tgt": str(toy_dir / "valid.tgt"),
-            "src_tokenizer": str(toy_dir / "tok_src"), "tgt_tokenizer": str(toy_dir / "tok_tgt")}
 
-
-def torchrun(run_dir: Path, cfg: dict, toy_dir: Path) -> subprocess.CompletedProcess:
+def torchrun(run_dir: Path, cfg: dict, toy_paths: dict) -> subprocess.CompletedProcess:
     """`torchrun --nproc-per-node 2 -m nmtbench train`, as the train rule launches it."""
-    arguments = [f"--{key.replace('_', '-')}={value}" for key, value in paths(toy_dir).items()]
+    arguments = [f"--{key.replace('_', '-')}={value}" for key, value in toy_paths.items()]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            "2", "-m", "nmtbench", "train", "--run-dir", str(run_dir), "--config",
            json.dumps(cfg), *arguments, "--device", "cpu", "--threads", "2"]
@@ -47,16 +42,16 @@ def curve(run_dir: Path, key: str, event: str = "train") -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def two_processes(toy_dir, tmp_path_factory):
+def two_processes(toy_paths, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("ddp") / "run"
-    torchrun(run_dir, CFG, toy_dir)
+    torchrun(run_dir, CFG, toy_paths)
     return run_dir
 
 
-def test_two_processes_make_the_updates_of_one_with_update_freq_2(two_processes, toy_dir,
+def test_two_processes_make_the_updates_of_one_with_update_freq_2(two_processes, toy_paths,
                                                                    tmp_path):
     torch.set_num_threads(1)
-    single = Trainer(tmp_path / "single", {**CFG, "update_freq": 2}, paths(toy_dir), "cpu")
+    single = Trainer(tmp_path / "single", {**CFG, "update_freq": 2}, toy_paths, "cpu")
     single.run()
     steps = curve(two_processes, "step")
     assert steps == curve(tmp_path / "single", "step") == list(range(1, len(steps) + 1))
@@ -73,7 +68,7 @@ def test_two_processes_make_the_updates_of_one_with_update_freq_2(two_processes,
         assert torch.allclose(tensor, ddp_weights[name], atol=1e-6), name
 
     # the comparison can fail: without accumulation, one process's curve is another one
-    halved = Trainer(tmp_path / "halved", CFG, paths(toy_dir), "cpu")
+    halved = Trainer(tmp_path / "halved", CFG, toy_paths, "cpu")
     halved.run()
     assert curve(tmp_path / "halved", "loss")[: len(steps)] != pytest.approx(
         curve(two_processes, "loss"), rel=1e-3)
@@ -88,12 +83,12 @@ def test_only_rank_0_writes(two_processes):
         "epoch1.pt", "epoch2.pt", "epoch3.pt"]
 
 
-def test_a_stopped_two_process_run_resumes_to_the_same_weights(two_processes, toy_dir,
+def test_a_stopped_two_process_run_resumes_to_the_same_weights(two_processes, toy_paths,
                                                                tmp_path):
     run_dir = tmp_path / "run"
-    torchrun(run_dir, {**CFG, "max_epochs": 1}, toy_dir)
+    torchrun(run_dir, {**CFG, "max_epochs": 1}, toy_paths)
     first = checkpoints.load(run_dir / "checkpoints" / "last.pt")
-    torchrun(run_dir, CFG, toy_dir)  # more epochs: trains on from epoch 2
+    torchrun(run_dir, CFG, toy_paths)  # more epochs: trains on from epoch 2
     assert any(r.get("message") == f"resumed from step {first['step']}"
                for r in train_log(run_dir))
     resumed = checkpoints.load(run_dir / "checkpoints" / "last.pt")["model"]

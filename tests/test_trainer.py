@@ -15,11 +15,6 @@ CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n
        "keep_last_epochs": 2, "log_interval": 1, "seed": 3}
 
 
-def paths(toy_dir):
-    return {"train_src": str(toy_dir / "train.src"), "train_tgt": str(toy_dir / "train.tgt"),
-            "valid_src": str(toy_dir / "valid.src"), "valid_tgt": str(toy_dir / "valid.tgt"),
-            "src_tokenizer": str(toy_dir / "tok_src"), "tgt_tokenizer": str(toy_dir / "tok_tgt")}
-
 
 def test_inverse_sqrt_schedule():
     cfg = TrainConfig(lr=1e-3, warmup_updates=100, warmup_init_lr=0.0)
@@ -32,12 +27,12 @@ class Killed(Exception):
     """Stands for SIGKILL: the process state is lost, only what is on disk survives."""
 
 
-def test_resumed_run_ends_with_identical_weights(toy_dir, tmp_path):
+def test_resumed_run_ends_with_identical_weights(toy_paths, tmp_path):
     torch.set_num_threads(1)
-    straight = Trainer(tmp_path / "straight", CFG, paths(toy_dir), device="cpu")
+    straight = Trainer(tmp_path / "straight", CFG, toy_paths, device="cpu")
     straight.run()
 
-    crashing = Trainer(tmp_path / "resumed", CFG, paths(toy_dir), device="cpu")
+    crashing = Trainer(tmp_path / "resumed", CFG, toy_paths, device="cpu")
     steps_per_epoch = len(crashing.train_data.batches(CFG["max_tokens"]))
     kill_at = steps_per_epoch + 6  # mid-epoch 2, two steps after the save at a multiple of 4
     assert kill_at % CFG["save_interval_updates"] != 0
@@ -54,7 +49,7 @@ def test_resumed_run_ends_with_identical_weights(toy_dir, tmp_path):
     saved = checkpoints.load(tmp_path / "resumed" / "checkpoints" / "last.pt")
     assert saved["step"] < kill_at  # the steps after the last save are really lost
 
-    resumed = Trainer(tmp_path / "resumed", CFG, paths(toy_dir), device="cpu")
+    resumed = Trainer(tmp_path / "resumed", CFG, toy_paths, device="cpu")
     summary = resumed.run()
     assert summary["steps"] == straight.step
     for name, tensor in straight.model.state_dict().items():
@@ -67,15 +62,15 @@ def test_resumed_run_ends_with_identical_weights(toy_dir, tmp_path):
     assert train_steps == sorted(set(train_steps))  # replayed steps are not logged twice
 
 
-def test_resume_refuses_a_changed_config(toy_dir, tmp_path):
-    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths(toy_dir), device="cpu").run()
+def test_resume_refuses_a_changed_config(toy_paths, tmp_path):
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
     with pytest.raises(InputError, match="trained with another config"):
-        Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "lr": 0.1}, paths(toy_dir),
+        Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "lr": 0.1}, toy_paths,
                 device="cpu").run()
 
 
-def test_keeps_last_epochs_and_averages_them(toy_dir, tmp_path):
-    Trainer(tmp_path / "run", CFG, paths(toy_dir), device="cpu").run()
+def test_keeps_last_epochs_and_averages_them(toy_paths, tmp_path):
+    Trainer(tmp_path / "run", CFG, toy_paths, device="cpu").run()
     found = checkpoints.epoch_checkpoints(tmp_path / "run" / "checkpoints")
     assert [p.name for p in found] == ["epoch2.pt", "epoch3.pt"]
     averaged = checkpoints.average(found)
@@ -85,8 +80,8 @@ def test_keeps_last_epochs_and_averages_them(toy_dir, tmp_path):
     assert any(not torch.equal(a[name], b[name]) for name in a)  # a real average, not a copy
 
 
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_dir, tmp_path):
-    trainer = Trainer(tmp_path / "run", {**CFG, "save_interval_updates": 2}, paths(toy_dir),
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_paths, tmp_path):
+    trainer = Trainer(tmp_path / "run", {**CFG, "save_interval_updates": 2}, toy_paths,
                       device="cpu")
     original_loss = trainer.model.loss
 
@@ -102,14 +97,14 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_dir, tmp_path):
     assert all(torch.isfinite(t).all() for t in saved["model"].values())
 
 
-def test_accumulated_batches_weigh_by_target_tokens_like_one_big_batch(toy_dir, tmp_path):
+def test_accumulated_batches_weigh_by_target_tokens_like_one_big_batch(toy_paths, tmp_path):
     """update_freq 2 over batches a, b gives the gradient of one batch a + b: each batch's mean
     loss counts by its share of the update's target tokens (fairseq's sample-size rule)."""
     torch.set_num_threads(1)
     cfg = {**CFG, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0,
            "clip_norm": 0.0}
-    accumulated = Trainer(tmp_path / "a", {**cfg, "update_freq": 2}, paths(toy_dir), "cpu")
-    joined = Trainer(tmp_path / "b", cfg, paths(toy_dir), "cpu")
+    accumulated = Trainer(tmp_path / "a", {**cfg, "update_freq": 2}, toy_paths, "cpu")
+    joined = Trainer(tmp_path / "b", cfg, toy_paths, "cpu")
     data = accumulated.train_data
     a, b = sorted(data.batches(CFG["max_tokens"]), key=data.target_tokens)[::-1][:2]
     a = a[: len(a) // 3]  # unequal token counts: an unweighted mean of means would differ
