@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from methods.abnet import ABNet
 from methods.bert_encoder import BertFrozen, BertInit
+from methods.cmlm import CMLM
 from methods.transformer import Transformer
 from nmtbench.errors import InputError
 from nmtbench.method import Method
@@ -11,6 +13,8 @@ METHODS: dict[str, type[Method]] = {
     "transformer": Transformer,
     "bert-init": BertInit,
     "bert-frozen": BertFrozen,
+    "cmlm": CMLM,
+    "abnet": ABNet,
 }
 
 

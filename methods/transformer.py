@@ -168,19 +168,23 @@ class DecoderLayer(Block):
 
     def forward(self, x: torch.Tensor, cross_k: torch.Tensor, cross_v: torch.Tensor,
                 src_mask: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+                tgt_mask: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """x (B, T, D); cross_k/v (B, H, S, Dh) from the encoder output; src_mask (B, 1, 1, S).
 
         Without `cache` this is the full (training) pass: causal self-attention over x. With
         `cache` = (k, v) (B, H, t, Dh) of the t earlier positions, x holds the next position(s)
-        and attends over cache + itself. Returns x and the extended self-attention (k, v).
+        and attends over cache + itself. With `tgt_mask` (B, 1, 1, T), True at real target
+        tokens, self-attention sees every real position (the non-causal decoder of a
+        conditional masked LM). Returns x and the extended self-attention (k, v).
         """
         h = self._in(self.self_attn_norm, x)
         k, v = self.self_attn.kv(h)  # (B, H, T, Dh)
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        causal = cache is None and tgt_mask is None
         x = self._out(self.self_attn_norm,
-                      x + self.drop(self.self_attn(h, k, v, causal=cache is None)))
+                      x + self.drop(self.self_attn(h, k, v, mask=tgt_mask, causal=causal)))
         h = self._in(self.cross_attn_norm, x)
         x = self._out(self.cross_attn_norm,
                       x + self.drop(self.cross_attn(h, cross_k, cross_v, mask=src_mask)))

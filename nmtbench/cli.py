@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from nmtbench.errors import InputError
 
@@ -65,11 +66,9 @@ def cmd_decode(args: argparse.Namespace) -> None:
     from nmtbench.translate import translate_file
 
     _threads(args.threads)
-    info = translate_file(args.run_dir, args.src, args.out, beam=args.beam, lenpen=args.lenpen,
-                          lenpen_form=args.lenpen_form, max_len_a=args.max_len_a,
-                          max_len_b=args.max_len_b, batch_size=args.batch_size,
+    info = translate_file(args.run_dir, args.src, args.out, batch_size=args.batch_size,
                           checkpoint=args.checkpoint, average_last=args.average_last,
-                          device=args.device)
+                          device=args.device, **_search_arguments(args))
     if args.info:
         write_json(args.info, info)
 
@@ -88,13 +87,19 @@ def cmd_latency(args: argparse.Namespace) -> None:
     from nmtbench.latency import measure_latency
 
     _threads(args.threads)
+    settings = {**_search_arguments(args), "checkpoint": args.checkpoint,
+                "average_last": args.average_last}
+    try:
+        baseline = json.loads(args.baseline_decode) if args.baseline_decode else {}
+    except json.JSONDecodeError as err:
+        raise InputError(f"--baseline-decode is not JSON: {err}") from None
     result = measure_latency(args.run_dir, args.src, args.out, sentences=args.sentences,
-                             checkpoint=args.checkpoint, average_last=args.average_last,
-                             device=args.device, beam=args.beam, lenpen=args.lenpen,
-                             lenpen_form=args.lenpen_form, max_len_a=args.max_len_a,
-                             max_len_b=args.max_len_b)
-    logging.info("latency: median %.1f ms, p90 %.1f ms on %s", result["median_ms"],
-                 result["p90_ms"], result["device"])
+                             throughput_batch=args.throughput_batch, device=args.device,
+                             settings=settings, baseline_dir=args.baseline_run_dir,
+                             baseline_settings=baseline)
+    logging.info("latency: median %.1f ms, p90 %.1f ms on %s%s",
+                 result["latency_ms"]["median"], result["latency_ms"]["p90"], result["device"],
+                 f"; speedup {result['speedup']:.2f}x" if "speedup" in result else "")
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> None:
@@ -179,12 +184,23 @@ def cmd_report(args: argparse.Namespace) -> None:
         logging.info("wrote %s", path)
 
 
+SEARCH_ARGUMENTS = ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b", "length_beam",
+                    "iterations")
+
+
+def _search_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in SEARCH_ARGUMENTS}
+
+
 def _decoding_arguments(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--beam", type=int, default=5)
+    s.add_argument("--beam", type=int, default=5, help="beam search: beam width")
     s.add_argument("--lenpen", type=float, default=1.0)
     s.add_argument("--lenpen-form", choices=["fairseq", "gnmt"], default="fairseq")
     s.add_argument("--max-len-a", type=float, default=1.2)
     s.add_argument("--max-len-b", type=int, default=10)
+    s.add_argument("--length-beam", type=int, default=4,
+                   help="mask-predict: target-length candidates")
+    s.add_argument("--iterations", type=int, default=10, help="mask-predict: at most this many")
     s.add_argument("--checkpoint", choices=["best", "last"], default="best")
     s.add_argument("--average-last", type=int, default=0,
                    help="average the last k epoch checkpoints instead")
@@ -295,6 +311,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--src", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--sentences", type=int, default=100, help="measured after 5 warm-up ones")
+    s.add_argument("--throughput-batch", type=int, default=64,
+                   help="batch size of the throughput measurement")
+    s.add_argument("--baseline-run-dir",
+                   help="the autoregressive baseline run, measured in the same job (speedup)")
+    s.add_argument("--baseline-decode",
+                   help="the baseline's decoding settings as JSON (keys as config `decode`)")
     _decoding_arguments(s)
     s.set_defaults(func=cmd_latency)
 

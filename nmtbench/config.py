@@ -75,25 +75,35 @@ def check(config: dict[str, Any], schema_path: str | Path,
                 raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
                                  f"method {method!r}")
         _check_against(decode_schema, experiment.get("decode", {}), f"{where}.decode")
+        decoding = experiment.get("decoding", "at")
+        if decoding not in METHODS[method].decodings:
+            raise InputError(f"{where}.decoding': method {method!r} decodes with "
+                             f"{' or '.join(METHODS[method].decodings)}, not {decoding!r}")
         for key in config["defaults"]:
             if key not in known:
                 raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
                                  f"or of method {method!r}")
     for dataset, spec in config["datasets"].items():
-        for method, settings in spec.get("overrides", {}).items():
+        for name, settings in spec.get("overrides", {}).items():
+            where = f"config key 'datasets.{dataset}.overrides.{name}"
+            method = plan.experiments[name]["method"] if name in plan.experiments else name
             if method not in METHODS:
-                raise InputError(f"config key 'datasets.{dataset}.overrides.{method}': unknown "
-                                 f"method; known: {', '.join(sorted(METHODS))}")
+                raise InputError(f"{where}': neither a method ({', '.join(sorted(METHODS))}) "
+                                 "nor an experiment with one")
             known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | METHODS[method].config_keys()
             for key in settings:  # checked like an experiment's keys: a typo is never ignored
                 if key not in known:
-                    raise InputError(f"config key 'datasets.{dataset}.overrides.{method}.{key}' "
-                                     f"is not a setting of the trainer or of method {method!r}")
+                    raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
+                                     f"method {method!r}")
             _check_against(definitions["settings"],
-                           {k: v for k, v in settings.items() if k != "decode"},
-                           f"config key 'datasets.{dataset}.overrides.{method}")
-            _check_against(decode_schema, settings.get("decode", {}),
-                          f"config key 'datasets.{dataset}.overrides.{method}.decode")
+                           {k: v for k, v in settings.items() if k != "decode"}, where)
+            _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
+        teacher = spec.get("seq_kd")
+        if teacher is not None and (teacher not in plan.experiments
+                                    or plan.status(teacher) != "ok"
+                                    or plan.decoding(dataset, teacher) != "at"):
+            raise InputError(f"config key 'datasets.{dataset}.seq_kd': {teacher!r} is not an "
+                             "implemented autoregressive experiment")
         if spec["kind"] != "toyworld":  # a recipe for it, and a download entry for each file
             check_sources(dataset, spec, config.get("sources", {}))
     for paper_dataset, dataset in config.get("dataset_map", {}).items():

@@ -3,7 +3,8 @@
 Every method in `methods/` subclasses `Method`, so no other part of the harness special-cases a
 method. A method says how to build itself, which parameters train, how to compute its loss, and
 which shared decoder it uses; autoregressive methods also expose the incremental-decoding hooks
-that `nmtbench.decoding.beam_search` drives.
+that `nmtbench.decoding.beam_search` drives, parallel (non-autoregressive) methods the hooks
+that `nmtbench.mask_predict.mask_predict` drives.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Method(nn.Module):
     """Base class of every method (see DESIGN.md section 4)."""
 
     decoding: ClassVar[str] = "beam"  # "beam" (autoregressive) or "mask_predict"
+    # The values of the experiment setting `decoding` it accepts: at (beam), nat (mask-predict).
+    decodings: ClassVar[tuple[str, ...]] = ("at",)
 
     @classmethod
     def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
@@ -84,7 +87,13 @@ class Method(nn.Module):
         raise NotImplementedError
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
-        """Select/repeat batch rows of every tensor in the state (for beam search)."""
+        """Select/repeat batch rows of every tensor in the state (beam search, mask-predict)."""
+        raise NotImplementedError
+
+    # Parallel decoding hooks, used by nmtbench.mask_predict.mask_predict: `encode`'s state
+    # also holds "length_lprobs" (B, L), the log-probs of every target length.
+    def predict(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        """Log-probs (B, T, V) at every position of a partly masked target (B, T)."""
         raise NotImplementedError
 
     def num_params(self) -> dict[str, int]:

@@ -51,7 +51,7 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
     pretrained = {role: checkpoint_architecture(plan, name)
                   for role, name in plan.checkpoints(dataset, experiment).items()}
     src_vocab = side_vocab(plan, dataset, "src", pretrained.get("src_bert"))
-    model = get_method(settings["method"]).build(settings, src_vocab,
-                                                 side_vocab(plan, dataset, "tgt"), pretrained,
+    tgt_vocab = side_vocab(plan, dataset, "tgt", pretrained.get("tgt_bert"))
+    model = get_method(settings["method"]).build(settings, src_vocab, tgt_vocab, pretrained,
                                                  weights=False)
     return model.num_params()

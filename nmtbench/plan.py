@@ -33,9 +33,11 @@ NOT_IMPLEMENTED = "not implemented"
 NOT_TRAINING = {"description", "decode"}
 # Settings the papers use that no code serves yet: an experiment using one is not implemented.
 SETTINGS_NOT_BUILT = {"back_translation"}
-DECODE_DEFAULTS = {"max_len_a": 1.2, "max_len_b": 10}
+DECODE_DEFAULTS = {"max_len_a": 1.2, "max_len_b": 10, "length_beam": 4, "iterations": 10}
+# Beam-search settings named in a tag only when they differ from their default.
+OPTIONAL_IN_TAG = ("max_len_a", "max_len_b")
 # Settings naming a pre-trained checkpoint, and the side whose dataset checkpoint fills them.
-CHECKPOINT_ROLES = {"src_bert": "src"}
+CHECKPOINT_ROLES = {"src_bert": "src", "tgt_bert": "tgt"}
 
 
 def _number(value: float) -> str:
@@ -43,12 +45,17 @@ def _number(value: float) -> str:
 
 
 def decode_tag(settings: dict[str, Any]) -> str:
-    """A file-name-safe name for everything in `settings` that changes the hypotheses."""
+    """A file-name-safe name for everything in `settings` that changes the hypotheses: the
+    settings of the experiment's search (beam search, or mask-predict for `decoding: nat`)
+    and the checkpoint."""
     ckpt = (f"avg{settings['average_last']}" if settings.get("average_last")
             else settings["checkpoint"])
+    if settings.get("decoding") == "nat":
+        return f"lb{settings['length_beam']}-it{settings['iterations']}-{ckpt}"
     tag = (f"beam{settings['beam']}-lp{_number(settings['lenpen'])}-{settings['lenpen_form']}"
            f"-{ckpt}")
-    for key, default in DECODE_DEFAULTS.items():
+    for key in OPTIONAL_IN_TAG:
+        default = DECODE_DEFAULTS[key]
         if settings.get(key, default) != default:
             tag += f"-{key.replace('_', '')}{_number(settings[key])}"
     return tag
@@ -124,11 +131,20 @@ class Plan:
             return NOT_IMPLEMENTED
         return "ok"
 
+    def overrides(self, dataset: str, experiment: str) -> dict[str, Any]:
+        """The dataset's overrides for the experiment: those for its method, then those for
+        the experiment by name (`decode` merged key by key)."""
+        table = self.config["datasets"][dataset].get("overrides", {})
+        method, named = table.get(self.experiments[experiment]["method"], {}), \
+            table.get(experiment, {})
+        decode = {**method.get("decode", {}), **named.get("decode", {})}
+        return {**method, **named, **({"decode": decode} if decode else {})}
+
     def train_settings(self, dataset: str, experiment: str, seed: int | None = None,
                        with_overrides: bool = True) -> dict[str, Any]:
         """defaults <- the dataset's checkpoints <- experiment <- the dataset's overrides for
-        its method (<- seed). The dataset's checkpoint of a side fills a checkpoint role of
-        the method (`src_bert`) that the experiment leaves open."""
+        its method and for it (<- seed). The dataset's checkpoint of a side fills a checkpoint
+        role of the method (`src_bert`, `tgt_bert`) that the experiment leaves open."""
         spec = self.experiments[experiment]
         settings = dict(self.config["defaults"])
         keys = self.implemented.get(spec["method"], set())
@@ -136,10 +152,12 @@ class Plan:
         settings.update({role: checkpoints[side] for role, side in CHECKPOINT_ROLES.items()
                          if role in keys and side in checkpoints})
         settings.update({k: v for k, v in spec.items() if k not in NOT_TRAINING})
-        if with_overrides:
-            overrides = self.config["datasets"][dataset].get("overrides", {})
-            settings.update({k: v for k, v in overrides.get(spec["method"], {}).items()
-                             if k not in NOT_TRAINING})  # `decode` is decode_settings' part
+        if with_overrides:  # `decode` is decode_settings' part
+            settings.update({k: v for k, v in self.overrides(dataset, experiment).items()
+                             if k not in NOT_TRAINING})
+            # an experiment's `tgt_bert: null` means no such checkpoint: nothing fills it
+            settings.update({role: None for role in CHECKPOINT_ROLES
+                             if role in spec and spec[role] is None})
         if seed is not None:
             settings["seed"] = seed
         return settings
@@ -158,7 +176,7 @@ class Plan:
     def checkpoints(self, dataset: str, run: str) -> dict[str, str]:
         """The pre-trained checkpoints a run loads: role (`src_bert`) -> name."""
         settings = self.train_settings(dataset, run)
-        return {role: settings[role] for role in CHECKPOINT_ROLES if role in settings}
+        return {role: settings[role] for role in CHECKPOINT_ROLES if settings.get(role)}
 
     def _cells(self) -> list[Cell]:
         return ([cell for table in self.tables for _, _, cell in self.table_cells(table)]
@@ -177,9 +195,21 @@ class Plan:
 
     def decode_settings(self, dataset: str, experiment: str) -> dict[str, Any]:
         spec = self.experiments[experiment]
-        overrides = self.config["datasets"][dataset].get("overrides", {})
         return {**DECODE_DEFAULTS, **self.config["decode"], **spec.get("decode", {}),
-                **overrides.get(spec["method"], {}).get("decode", {})}
+                **self.overrides(dataset, experiment).get("decode", {}),
+                "decoding": self.decoding(dataset, experiment)}
+
+    def decoding(self, dataset: str, experiment: str) -> str:
+        """`nat` (mask-predict) or `at` (beam search), as the experiment trains its model."""
+        return self.train_settings(dataset, experiment).get("decoding", "at")
+
+    def distillation(self, dataset: str, experiment: str) -> Cell | None:
+        """The teacher whose translations of the training set replace its targets, for a
+        non-autoregressive experiment on a dataset with `seq_kd` (sequence-level KD)."""
+        teacher = self.config["datasets"][dataset].get("seq_kd")
+        if teacher is None or self.decoding(dataset, experiment) != "nat":
+            return None
+        return self.cell(dataset, teacher, f"config key 'datasets.{dataset}.seq_kd'")
 
     @cached_property
     def _run_names(self) -> dict[tuple[str, str], str]:
@@ -256,8 +286,8 @@ class Plan:
                     continue
                 col = table.columns[j]
                 for seed in self.seeds:
-                    files.update(self.cell_files(cell, col.split, col.metric, seed))
                     base = baseline.get(j)
+                    files.update(self.cell_files(cell, col.split, col.metric, seed, base))
                     if base is not None and col.metric in SIGNIFICANCE_METRICS and (
                             (base.run, base.tag) != (cell.run, cell.tag)):
                         files.add(bootstrap_file(cell, base, col.split, seed))
@@ -279,11 +309,10 @@ class Plan:
         return self._baseline_cells(table).get(column)
 
     @staticmethod
-    def cell_files(cell: Cell, split: str, metric: str, seed: int) -> list[str]:
-        run = cell.run_dir(seed)
-        if metric in ("latency_ms", "speedup"):
-            return [f"{run}/latency.{cell.tag}.json"]
-        return [f"{run}/metrics.{split}.{cell.tag}.json"]
+    def cell_files(cell: Cell, split: str, metric: str, seed: int,
+                   baseline: Cell | None = None) -> list[str]:
+        return [latency_file(cell, baseline, seed) if metric in LATENCY_METRICS
+                else f"{cell.run_dir(seed)}/metrics.{split}.{cell.tag}.json"]
 
     @staticmethod
     def figure_files(figure: Figure, cell: Cell, seed: int) -> list[str]:
@@ -302,6 +331,16 @@ class Plan:
 
 
 SIGNIFICANCE_METRICS = {"bleu_tokenized", "sacrebleu"}
+LATENCY_METRICS = {"latency_ms", "speedup"}
+
+
+def latency_file(cell: Cell, baseline: Cell | None, seed: int) -> str:
+    """The run's latency record: measured with its table's baseline in one job (the speedup),
+    or alone when it is the baseline or the table has none."""
+    run = cell.run_dir(seed)
+    if baseline is None or (baseline.run, baseline.tag) == (cell.run, cell.tag):
+        return f"{run}/latency.{cell.tag}.json"
+    return f"{run}/latency.{cell.tag}.vs.{baseline.run}.{baseline.tag}.json"
 
 
 def bootstrap_file(cell: Cell, baseline: Cell, split: str, seed: int) -> str:

@@ -83,18 +83,20 @@ def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
 
 
 def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
-               **kwargs: Any) -> nn.Module:
-    """The checkpoint's base model (`AutoModel`): its weights from disk, or, with
-    `weights=False`, its architecture with random weights (counting, or before loading a
-    trained run's state). Never downloads: hub names are snapshotted by their rule first."""
-    from transformers import AutoModel
+               masked_lm: bool = False, **kwargs: Any) -> nn.Module:
+    """The checkpoint's base model (`AutoModel`), or with `masked_lm` the model with its
+    masked-LM head (`AutoModelForMaskedLM`): its weights from disk, or, with `weights=False`,
+    its architecture with random weights (counting, or before loading a trained run's state).
+    Never downloads: hub names are snapshotted by their rule first."""
+    from transformers import AutoModel, AutoModelForMaskedLM
 
+    auto = AutoModelForMaskedLM if masked_lm else AutoModel
     if not weights:
-        return AutoModel.from_config(model_config(name_or_dir), **kwargs)
+        return auto.from_config(model_config(name_or_dir), **kwargs)
     if not (Path(name_or_dir) / "config.json").is_file():
         raise InputError(f"checkpoint {name_or_dir!r} is not on disk; snapshot it first "
                          f"(python -m nmtbench snapshot {Path(name_or_dir).name})")
-    return AutoModel.from_pretrained(str(name_or_dir), local_files_only=True, **kwargs)
+    return auto.from_pretrained(str(name_or_dir), local_files_only=True, **kwargs)
 
 
 def all_hidden_states(bert: nn.Module, ids: torch.Tensor, pad: int) -> tuple[torch.Tensor, ...]:

@@ -45,6 +45,8 @@ METRIC_KEYS = {
     "rougeL": ("rouge", "rougeL"),
     "params_trained": ("params", "trained"),
     "params_total": ("params", "total"),
+    "latency_ms": ("latency_ms", "median"),
+    "speedup": ("speedup",),
 }
 COUNTS = {"params_trained", "params_total"}
 
@@ -74,20 +76,13 @@ class Results:
     def measure(self, cell: Cell, split: str, metric: str, seed: int,
                 baseline: Cell | None) -> float | None:
         """Our value of one cell for one seed; None when its file is not there yet."""
-        if metric in ("latency_ms", "speedup"):
-            own = self._latency(cell, seed)
-            if metric == "latency_ms" or own is None:
-                return own
-            base = self._latency(baseline, seed) if baseline is not None else None
-            return None if base is None else base / own
-        path = self.path(Plan.cell_files(cell, split, metric, seed)[0])
+        path = self.path(Plan.cell_files(cell, split, metric, seed, baseline)[0])
         data = read_json(path)
-        return None if data is None else _get(data, METRIC_KEYS[metric], path)
-
-    def _latency(self, cell: Cell, seed: int) -> float | None:
-        path = self.path(f"{cell.run_dir(seed)}/latency.{cell.tag}.json")
-        data = read_json(path)
-        return None if data is None else _get(data, ("median_ms",), path)
+        if data is None:
+            return None
+        if metric == "speedup" and "baseline" not in data:
+            return 1.0  # the baseline row itself
+        return _get(data, METRIC_KEYS[metric], path)
 
     def significance(self, cell: Cell, baseline: Cell, split: str) -> str:
         """▲/▼ when every seed's paired bootstrap says better/worse at p < 0.05."""

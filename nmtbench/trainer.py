@@ -235,11 +235,13 @@ class Trainer:
 
     @torch.no_grad()
     def valid_bleu(self) -> float:
-        """Tokenized BLEU of greedy decoding on the valid set (case-sensitive), like fairseq's
-        --eval-bleu; the curve figures plot it against epochs or steps."""
+        """Tokenized BLEU of greedy decoding (mask-predict: one length candidate) on the valid
+        set (case-sensitive), like fairseq's --eval-bleu; the curve figures plot it against
+        epochs or steps."""
         self.model.eval()
         sources = read_lines(self.paths["valid_src"])
-        hyps = translate_lines(self.model, self.src_tok, self.tgt_tok, sources, beam=1)
+        hyps = translate_lines(self.model, self.src_tok, self.tgt_tok, sources, beam=1,
+                               length_beam=1)
         refs = read_lines(self.paths["valid_tgt"])
         return multi_bleu_perl(lowercase=False).corpus_score(hyps, [refs]).score
 

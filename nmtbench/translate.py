@@ -16,6 +16,7 @@ from nmtbench.decoding import beam_search
 from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_lines
+from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Method
 from nmtbench.tokenization import decode, load_tokenizer, vocab_of
 
@@ -52,11 +53,23 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
 
 def translate_lines(model: Method, src_tok: Any, tgt_tok: Any, lines: list[str], *,
                     beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
-                    max_len_a: float = 1.2, max_len_b: int = 10, batch_size: int = 64,
+                    max_len_a: float = 1.2, max_len_b: int = 10, length_beam: int = 4,
+                    iterations: int = 10, batch_size: int = 64,
                     progress: str | None = None) -> list[str]:
-    """Translate `lines` (same order) with beam search, batching sentences of similar length."""
-    if model.decoding != "beam":
-        raise InputError(f"method decodes with {model.decoding!r}, which is not available yet")
+    """Translate `lines` (same order), batching sentences of similar length: beam search
+    (beam, lenpen, lenpen_form, max_len_a/b) or mask-predict (length_beam, iterations), as
+    the model decodes."""
+    if model.decoding == "beam":
+        def search(src: torch.Tensor) -> list[list[int]]:
+            return beam_search(model, src, beam=beam, bos=vocab.bos, eos=vocab.eos,
+                               pad=vocab.pad, max_len_a=max_len_a, max_len_b=max_len_b,
+                               lenpen=lenpen, lenpen_form=lenpen_form)
+    elif model.decoding == "mask_predict":
+        def search(src: torch.Tensor) -> list[list[int]]:
+            return mask_predict(model, src, length_beam=length_beam, iterations=iterations,
+                                bos=vocab.bos, eos=vocab.eos, pad=vocab.pad, mask=vocab.mask)
+    else:
+        raise InputError(f"method decodes with {model.decoding!r}, which is not available")
     encoded = src_tok(lines, add_special_tokens=True)["input_ids"]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     hyps: list[str] = [""] * len(lines)
@@ -71,30 +84,34 @@ def translate_lines(model: Method, src_tok: Any, tgt_tok: Any, lines: list[str],
             for row, i in enumerate(chunk):
                 src[row, : len(encoded[i])] = torch.tensor(encoded[i])
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-                outputs = beam_search(model, src.to(dev), beam=beam, bos=vocab.bos, eos=vocab.eos,
-                                      pad=vocab.pad, max_len_a=max_len_a, max_len_b=max_len_b,
-                                      lenpen=lenpen, lenpen_form=lenpen_form)
+                outputs = search(src.to(dev))
             for i, ids in zip(chunk, outputs, strict=True):
                 hyps[i] = decode(tgt_tok, ids)
             bar.update(len(chunk))
     return hyps
 
 
+def search_settings(model: Method, settings: dict[str, Any]) -> dict[str, Any]:
+    """The decoding settings that apply to the model's search (the others are ignored)."""
+    keys = (("length_beam", "iterations") if model.decoding == "mask_predict"
+            else ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b"))
+    return {k: settings[k] for k in keys if k in settings}
+
+
 def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
-                   beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
-                   max_len_a: float = 1.2, max_len_b: int = 10, batch_size: int = 64,
-                   checkpoint: str = "best", average_last: int = 0,
-                   device: str = "auto") -> dict[str, Any]:
-    """Decode every line of src_path into out_path (same order); return decoding settings."""
+                   batch_size: int = 64, checkpoint: str = "best", average_last: int = 0,
+                   device: str = "auto", **search: Any) -> dict[str, Any]:
+    """Decode every line of src_path into out_path (same order); return decoding settings.
+
+    `search`: beam, lenpen, lenpen_form, max_len_a, max_len_b, length_beam, iterations (the
+    ones of the model's decoding apply)."""
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, device)
     start = time.perf_counter()
-    hyps = translate_lines(model, src_tok, tgt_tok, read_lines(src_path), beam=beam,
-                           lenpen=lenpen, lenpen_form=lenpen_form, max_len_a=max_len_a,
-                           max_len_b=max_len_b, batch_size=batch_size,
-                           progress=f"decode {src_path}")
+    hyps = translate_lines(model, src_tok, tgt_tok, read_lines(src_path), batch_size=batch_size,
+                           progress=f"decode {src_path}", **search)
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
-    return {"beam": beam, "lenpen": lenpen, "lenpen_form": lenpen_form, "batch_size": batch_size,
-            "max_len_a": max_len_a, "max_len_b": max_len_b,
+    return {"decoding": model.decoding, **search_settings(model, search),
+            "batch_size": batch_size,
             "checkpoint": f"average_last_{average_last}" if average_last else checkpoint,
             "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device)}

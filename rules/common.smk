@@ -109,7 +109,8 @@ def final_outputs():
 
 
 def train_inputs(wildcards):
-    """Data, tokenizers and checkpoints; a BERT reads the source in its own vocabulary."""
+    """Data, tokenizers and checkpoints; a BERT reads its side in its own vocabulary; a NAT
+    run on a dataset with `seq_kd` trains on its teacher's translations."""
     d = wildcards.dataset
     checkpoints = PLAN.checkpoints(d, wildcards.experiment)
     inputs = {
@@ -121,6 +122,9 @@ def train_inputs(wildcards):
     }
     for role, name in checkpoints.items():  # a checkpoint reads its side in its own vocabulary
         inputs[f"{CHECKPOINT_ROLES[role]}_tokenizer"] = checkpoint_marker(name)
+    teacher = PLAN.distillation(d, wildcards.experiment)
+    if teacher is not None:
+        inputs["train_tgt"] = f"{teacher.run_dir(wildcards.seed)}/distill.train.{teacher.tag}.txt"
     return inputs
 
 
@@ -148,8 +152,25 @@ def experiment_json(wildcards):
     )
 
 
-def decode_settings(wildcards):
-    return PLAN.decode_for_tag(wildcards.tag)
+def search_arguments(wildcards):
+    """The decode/latency command's options for the decoding settings `tag` stands for."""
+    s = PLAN.decode_for_tag(wildcards.tag)
+    return (
+        f"--beam {s['beam']} --lenpen {s['lenpen']} --lenpen-form {s['lenpen_form']} "
+        f"--max-len-a {s['max_len_a']} --max-len-b {s['max_len_b']} "
+        f"--length-beam {s['length_beam']} --iterations {s['iterations']} "
+        f"--batch-size {s.get('batch_size', 64)} "
+        f"--checkpoint {s['checkpoint']} --average-last {s['average_last']}"
+    )
+
+
+def baseline_latency_arguments(wildcards, input):
+    """The baseline run timed in the same job, with its own decoding settings."""
+    settings = nmtconfig.as_json(PLAN.decode_for_tag(wildcards.btag))
+    return (
+        f"--baseline-run-dir {shlex.quote(os.path.dirname(input.baseline))} "
+        f"--baseline-decode {shlex.quote(settings)}"
+    )
 
 
 def resource(rule, key):

@@ -1,5 +1,7 @@
 # Decoding: one trained run, decoded once per distinct decoding setting ({tag}) and split;
-# optionally with checkpoint averaging. Latency: the test set one sentence at a time.
+# optionally with checkpoint averaging; beam search or mask-predict, as the method decodes.
+# Latency: the test set one sentence at a time, alone or against the table's baseline run.
+# Distillation: a teacher run translates the training set, the targets of NAT students.
 
 
 rule decode:
@@ -11,7 +13,7 @@ rule decode:
         info=run_file("decode.{split}.{tag}.json"),
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
-        s=decode_settings,
+        search=search_arguments,
         device=config.get("device", "auto"),
     conda:
         "../envs/models.yaml"
@@ -24,11 +26,22 @@ rule decode:
         gpu=resource("decode", "gpu"),
     shell:
         "python -m nmtbench decode --run-dir {params.run_dir:q} --src {input.src:q} "
-        "--out {output.hyp:q} --info {output.info:q} --beam {params.s[beam]} "
-        "--lenpen {params.s[lenpen]} --lenpen-form {params.s[lenpen_form]} "
-        "--max-len-a {params.s[max_len_a]} --max-len-b {params.s[max_len_b]} "
-        "--checkpoint {params.s[checkpoint]} --average-last {params.s[average_last]} "
+        "--out {output.hyp:q} --info {output.info:q} {params.search} "
         "--device {params.device:q} --threads {threads} > {log:q} 2>&1"
+
+
+# Sequence-level knowledge distillation (Kim & Rush 2016): the teacher's translations of the
+# training sources, with its own decoding settings, replace the targets NAT runs train on
+# where the dataset sets `seq_kd` (rules/train.smk).
+use rule decode as distill with:
+    input:
+        summary=run_file("train_summary.json"),
+        src=lambda w: prepared(w.dataset, "train.src"),
+    output:
+        hyp=run_file("distill.train.{tag}.txt"),
+        info=run_file("distill.train.{tag}.json"),
+    log:
+        "logs/distill/{dataset}/{experiment}/seed{seed}.{tag}.log",
 
 
 rule latency:
@@ -39,9 +52,11 @@ rule latency:
         run_file("latency.{tag}.json"),
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
-        s=decode_settings,
+        search=search_arguments,
+        baseline="",
         device=config.get("device", "auto"),
         sentences=config["analysis"]["latency_sentences"],
+        batch=config["analysis"].get("throughput_batch", 64),
     conda:
         "../envs/models.yaml"
     log:
@@ -53,8 +68,25 @@ rule latency:
         gpu=resource("decode", "gpu"),
     shell:
         "python -m nmtbench latency --run-dir {params.run_dir:q} --src {input.src:q} "
-        "--out {output:q} --sentences {params.sentences} --beam {params.s[beam]} "
-        "--lenpen {params.s[lenpen]} --lenpen-form {params.s[lenpen_form]} "
-        "--max-len-a {params.s[max_len_a]} --max-len-b {params.s[max_len_b]} "
-        "--checkpoint {params.s[checkpoint]} --average-last {params.s[average_last]} "
-        "--device {params.device:q} --threads {threads} > {log:q} 2>&1"
+        "--out {output:q} --sentences {params.sentences} "
+        "--throughput-batch {params.batch} {params.search} "
+        "{params.baseline} --device {params.device:q} --threads {threads} > {log:q} 2>&1"
+
+
+# The speedup over a table's baseline: both runs timed in one job, sentence by sentence.
+use rule latency as latency_vs_baseline with:
+    input:
+        summary=run_file("train_summary.json"),
+        baseline="results/runs/{dataset}/{baseline}/seed{seed}/train_summary.json",
+        src=lambda w: prepared(w.dataset, "test.src"),
+    output:
+        run_file("latency.{tag}.vs.{baseline}.{btag}.json"),
+    params:
+        run_dir=lambda w, input: os.path.dirname(input.summary),
+        search=search_arguments,
+        baseline=baseline_latency_arguments,
+        device=config.get("device", "auto"),
+        sentences=config["analysis"]["latency_sentences"],
+        batch=config["analysis"].get("throughput_batch", 64),
+    log:
+        "logs/latency/{dataset}/{experiment}/seed{seed}.{tag}.vs.{baseline}.{btag}.log",

@@ -38,7 +38,7 @@ PAPER_YAML = {
         "trm-base": {"method": "transformer", "size": "base"},
         "trm-big": {"method": "transformer", "size": "big",
                     "decode": {"beam": 4, "lenpen": 0.6}},
-        "abnet": {"method": "abnet", "description": "not built yet"},
+        "abnet": {"method": "bert-fused", "description": "not built yet"},
         "prior-work": {"method": "external"},
     },
     "tables": {
@@ -197,9 +197,16 @@ def fabricate(plan: Plan, results: Path,
         numbers = NUMBERS[experiment][seed]
         if kind == "metrics":
             write(path, metrics(experiment, run, seed, split, numbers))
-        elif kind == "latency":
-            write(path, {"median_ms": numbers["latency"], "p90_ms": numbers["latency"] + 1,
-                         "sentences": 100, "device": numbers["device"]})
+        elif kind == "latency":  # latency.TAG.json, or latency.TAG.vs.BASELINE.BTAG.json
+            own = numbers["latency"]
+            record = {"latency_ms": {"median": own, "p90": own + 1}, "sentences": 100,
+                      "device": numbers["device"]}
+            if rest != "json":
+                _, brun, btag, _ = rest.split(".")
+                base = NUMBERS[owners[(brun, btag)]][seed]["latency"]
+                record |= {"baseline": {"latency_ms": {"median": base, "p90": base + 1}},
+                           "speedup": base / own}
+            write(path, record)
         elif kind == "bootstrap":
             write(path, {"significance": verdicts.get((experiment, seed), "better"),
                          "samples": 1000})

@@ -75,8 +75,11 @@ def _experiment(c, **settings):
     (lambda c: c["dataset_map"].update({"wmt14-en-de": "wmt14"}),
      "config key 'dataset_map.wmt14-en-de': unknown dataset 'wmt14'"),
     (lambda c: c["datasets"]["toy"]["overrides"].update({"bert-magic": {"size": "tiny"}}),
-     "config key 'datasets.toy.overrides.bert-magic': unknown method; known: bert-frozen, "
-     "bert-init, transformer"),
+     "config key 'datasets.toy.overrides.bert-magic': neither a method (abnet, bert-frozen, "
+     "bert-init, cmlm, transformer) nor an experiment with one"),
+    (lambda c: c["datasets"]["toy"].update({"seq_kd": "abnet-mask-predict"}),
+     "config key 'datasets.toy.seq_kd': 'abnet-mask-predict' is not an implemented "
+     "autoregressive experiment"),
     (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(sise="tiny"),
      "config key 'datasets.toy.overrides.transformer.sise' is not a setting of the trainer"),
     (lambda c: c.update(tables=["nope"]),
@@ -129,7 +132,7 @@ def test_invalid_config_names_the_key(cfg, mutate, message):
 
 def test_known_but_unimplemented_method_is_not_an_error(cfg):
     # a paper's method with no module yet is "not implemented", not a typo
-    _experiment(cfg, method="abnet")
+    _experiment(cfg, method="bert-fused")
     plan = nmtconfig.check(cfg, SCHEMA)
     assert plan.status("transformer-tiny") == "not implemented"
     assert "toy/transformer-tiny" not in _runs(plan)

@@ -30,7 +30,7 @@ experiments:
   big: {method: transformer, size: big}
   tiny: {method: transformer, size: tiny}
   half-data: {method: transformer, size: base, train_pairs: 100}
-  nat: {method: abnet, adapter_dim_enc: 512}
+  nat: {method: bert-fused, bert_layer: last}
   quoted: {method: external}
   bt: {method: transformer, size: base, back_translation: true}
 tables:
@@ -188,7 +188,8 @@ def test_decode_for_tag_gives_back_the_settings(catalogue):
     cell = plan.cell("iwslt14-de-en", "base-beam2", "here")
     assert cell.tag == T2
     settings = plan.decode_for_tag(T2)
-    assert settings == {**DECODE_DEFAULTS, **BASE_DECODE, "beam": 2, "lenpen": 0.6}
+    assert settings == {**DECODE_DEFAULTS, **BASE_DECODE, "beam": 2, "lenpen": 0.6,
+                        "decoding": "at"}
     assert decode_tag(settings) == T2
     with pytest.raises(KeyError):
         plan.decode_for_tag("beam99-lp1-fairseq-best")
@@ -309,7 +310,7 @@ def test_decode_override_of_a_dataset_changes_decoding_not_training(catalogue):
 def test_status_and_cells_that_need_no_files(catalogue):
     plan = plan_for(catalogue)
     assert plan.status("base") == "ok"
-    assert plan.status("nat") == NOT_IMPLEMENTED  # abnet has no module yet
+    assert plan.status("nat") == NOT_IMPLEMENTED  # bert-fused has no module yet
     assert plan.status("quoted") == EXTERNAL
     assert plan.status("bt") == NOT_IMPLEMENTED  # back-translation data is not built
     for experiment in ("nat", "quoted", "bt"):
@@ -317,8 +318,8 @@ def test_status_and_cells_that_need_no_files(catalogue):
         assert (cell.run, cell.tag) == (None, None)
     dirs = run_dirs(plan.targets())
     assert dirs == {"iwslt14-de-en/base", "iwslt14-de-en/half-data", "toy/tiny"}
-    # the same plan with abnet implemented trains it
-    plan = plan_for(catalogue, implemented={"transformer", "abnet"})
+    # the same plan with bert-fused implemented trains it
+    plan = plan_for(catalogue, implemented={"transformer", "bert-fused"})
     assert plan.status("nat") == "ok"
     assert "iwslt14-de-en/nat" in run_dirs(plan.targets())
     assert plan.status("bt") == NOT_IMPLEMENTED and plan.status("quoted") == EXTERNAL
@@ -334,13 +335,14 @@ def test_table_targets_metrics_latency_and_bootstrap(catalogue):
         # base (the baseline) and base-again: one run, one decoding
         f"{r}/metrics.test.{T5}.json", f"{r}/metrics.valid.{T5}.json",
         f"{r}/latency.{T5}.json",
-        # base-beam2: the same run decoded with beam 2, compared with the baseline
+        # base-beam2: the same run decoded with beam 2, compared with the baseline (latency
+        # and speedup: both decodings timed in one job)
         f"{r}/metrics.test.{T2}.json", f"{r}/metrics.valid.{T2}.json",
-        f"{r}/latency.{T2}.json",
+        f"{r}/latency.{T2}.vs.base.{T5}.json",
         f"{r}/bootstrap.test.{T2}.vs.base.{T5}.json",
         # half-data: its own run
         f"{h}/metrics.test.{T5}.json", f"{h}/metrics.valid.{T5}.json",
-        f"{h}/latency.{T5}.json",
+        f"{h}/latency.{T5}.vs.base.{T5}.json",
         f"{h}/bootstrap.test.{T5}.vs.base.{T5}.json",
         # no bootstrap.valid: only the params column reads the valid split, and a parameter
         # count has no significance test
@@ -348,7 +350,8 @@ def test_table_targets_metrics_latency_and_bootstrap(catalogue):
     table = catalogue.tables["mini.table1"]
     assert plan.baseline_cell(table, 0) == plan.cell("iwslt14-de-en", "base", "x")
     targets = plan_for(catalogue, tables=["mini.table1"], seeds=[1, 2]).targets()
-    assert len(targets) == 22 and f"{h}/latency.{T5}.json".replace("seed1", "seed2") in targets
+    assert len(targets) == 22
+    assert f"{h}/latency.{T5}.vs.base.{T5}.json".replace("seed1", "seed2") in targets
     assert targets == sorted(targets)
 
 
@@ -358,10 +361,10 @@ def test_no_bootstrap_against_a_baseline_that_is_not_implemented(catalogue):
     assert plan.baseline_cell(catalogue.tables["mini.table3"], 0) is None
 
 
-def test_speedup_needs_latency_of_row_and_baseline_only(catalogue):
+def test_speedup_is_measured_against_the_baseline_in_one_job(catalogue):
     plan = plan_for(catalogue, tables=["mini.table4"])
     assert plan.targets() == [f"{IW}/base/seed1/latency.{T5}.json",
-                              f"{IW}/half-data/seed1/latency.{T5}.json"]
+                              f"{IW}/half-data/seed1/latency.{T5}.vs.base.{T5}.json"]
 
 
 def test_one_table_trains_nothing_else(catalogue):

@@ -162,13 +162,14 @@ def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()
     (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
     (tmp_path / BASE2 / f"latency.{TAG_BASE}.json").unlink()
+    (tmp_path / BIG2 / f"latency.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
     rows = rows_of(render(plan, tmp_path))
     assert without_runs(rows["Transformer big"]) == {
         "BLEU": "28.00 (1 of 2 seeds missing) (paper 28.40, Δ -0.40)",
         "sacreBLEU": "27.00 (1 of 2 seeds missing)",
         "#Params": "765,432 (1 of 2 seeds missing) (paper 800,000, Δ -34,568)",
-        "Latency": "17.5 ms ± 3.5 ms",  # its own latency files are all there
-        # seed 2's speedup needs the baseline's seed-2 latency, which is missing
+        # latency and speedup of a row are measured together, against the baseline
+        "Latency": "15.0 ms (1 of 2 seeds missing)",
         "Speedup": "2.00x (1 of 2 seeds missing) (paper 1.90x, Δ +0.10x)",
     }
     assert rows["Transformer"]["Latency"] == (
@@ -179,7 +180,7 @@ def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     big = rows["Transformer big"]
     assert (big["BLEU"], big["sacreBLEU"], big["#Params"]) == (
         "missing (paper 28.40)", "missing", "missing (paper 800,000)")
-    assert big["Latency"] == "17.5 ms ± 3.5 ms"
+    assert big["Latency"] == "15.0 ms (1 of 2 seeds missing)"
 
 
 # --- toy world: ours alone, the paper's numbers apart ------------------------------------------
