@@ -187,11 +187,12 @@ class Plan:
         return sorted({(c.dataset, c.run) for c in self._cells() if c.run is not None})
 
     def pretrained_targets(self) -> list[str]:
-        """The names of the checkpoints pre-trained in the DAG on the datasets the requested
-        items use (the report shows how well they learned)."""
-        used = {cell.dataset for cell in self._cells()}
-        return sorted(name for name, spec in self.config.get("pretraining", {}).items()
-                      if spec["dataset"] in used)
+        """The names of the checkpoints pre-trained in the DAG that the requested items' runs
+        load (the report shows how well they learned)."""
+        pretraining = self.config.get("pretraining", {})
+        return sorted({name for dataset, run in self.runs()
+                       for name in self.checkpoints(dataset, run).values()
+                       if name in pretraining})
 
     def decode_settings(self, dataset: str, experiment: str) -> dict[str, Any]:
         spec = self.experiments[experiment]

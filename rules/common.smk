@@ -159,7 +159,6 @@ def search_arguments(wildcards):
         f"--beam {s['beam']} --lenpen {s['lenpen']} --lenpen-form {s['lenpen_form']} "
         f"--max-len-a {s['max_len_a']} --max-len-b {s['max_len_b']} "
         f"--length-beam {s['length_beam']} --iterations {s['iterations']} "
-        f"--batch-size {s.get('batch_size', 64)} "
         f"--checkpoint {s['checkpoint']} --average-last {s['average_last']}"
     )
 

@@ -14,6 +14,7 @@ rule decode:
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
+        batch_size=lambda w: PLAN.decode_for_tag(w.tag).get("batch_size", 64),
         device=config.get("device", "auto"),
     conda:
         "../envs/models.yaml"
@@ -27,6 +28,7 @@ rule decode:
     shell:
         "python -m nmtbench decode --run-dir {params.run_dir:q} --src {input.src:q} "
         "--out {output.hyp:q} --info {output.info:q} {params.search} "
+        "--batch-size {params.batch_size} "
         "--device {params.device:q} --threads {threads} > {log:q} 2>&1"
 
 

@@ -93,7 +93,8 @@ def _experiment(c, **settings):
      "config key 'pretraining.toy-bert-src': pre-training setting 'layer' is unknown"),
     (lambda c: c["pretraining"]["toy-gpt2-tgt"].update(model="t5"),
      "config key 'pretraining.toy-gpt2-tgt.model': 't5' is not one of ['bert', 'gpt2']"),
-    (lambda c: c["datasets"]["toy"]["overrides"]["bert-init"].pop("src_bert"),
+    (lambda c: (c.update(tables=["toyworld.table1"]),
+                c["datasets"]["toy"]["overrides"]["bert-init"].pop("src_bert")),
      "toyworld.table1 column 'bleu': experiment 'bert-init-500' on dataset 'toy' names no "
      "src_bert checkpoint (set it in the experiment, or 'datasets.toy.checkpoints.src')"),
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-init"].update(src_bert="/no/such/bert"),

@@ -420,41 +420,47 @@ def test_default_config_plans_exactly_these_runs():
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
     assert run_dirs(plan.targets()) == {
-        # toyworld.table1's row, and every paper's Transformer baseline: the toy world's
-        # override ({size: tiny, dropout: 0.1}) turns size base/big/iwslt/deep12/deep20 and
-        # bertkd's dropout 0.3 into the same tiny model. Its cells: abnet2020.table1
-        # transformer-base, deepfusion2022.table1 + figure3 transformer-base/big/12/20,
-        # bertfused2020.table1 transformer-iwslt, ctnmt2020.table1 ctnmt-transformer-base,
-        # bertkd2020.table1 + figure2a bertkd-transformer-base-deen, toyworld.figure1's d=128
-        # point. It is named transformer-tiny: the override only restates its own size.
+        # every paper's Transformer baseline: the toy world's override ({size: tiny, dropout:
+        # 0.1}) turns size base/big/iwslt/deep12/deep20 and bertkd's dropout 0.3 into the same
+        # tiny model. Its cells: abnet2020.table1 transformer-base, deepfusion2022.table1 +
+        # figure3 transformer-base/big/12/20, bertfused2020.table1 transformer-iwslt,
+        # ctnmt2020.table1 ctnmt-transformer-base, bertkd2020.table1 + figure2a
+        # bertkd-transformer-base-deen. It is named transformer-tiny: the override only
+        # restates its own size.
         "toy/transformer-tiny",
-        # toyworld.table1's baseline: its first 500 training pairs only
-        "toy/transformer-tiny-500",
-        # toyworld.figure1's narrower points (d 32 and 64)
-        "toy/transformer-tiny-d32",
-        "toy/transformer-tiny-d64",
-        # the toy BERT fine-tuned as the encoder: toyworld.table1's bert-init row and
-        # bertfused2020.table1's "BERT initialises the encoder" (the toy override replaces
-        # size iwslt and bert-base-uncased by tiny and toy-bert-src)
+        # abnet2020.table1's Mask-Predict row, trained like deepfusion's CMLM (whose name has
+        # fewer settings of its own)
+        "toy/deepfusion-cmlm",
+        # abnet2020.table1's AB-Net (also figure2's d_Aenc = 512 point) and AB-Net-Enc
+        "toy/abnet",
+        "toy/abnet-enc-nat",
+        # abnet2020.figure2's other encoder adapter sizes
+        "toy/abnet-daenc-64",
+        "toy/abnet-daenc-128",
+        "toy/abnet-daenc-256",
+        "toy/abnet-daenc-1024",
+        # the toy BERT fine-tuned as the encoder: bertfused2020.table1's "BERT initialises
+        # the encoder" (the toy override replaces size iwslt and bert-base-uncased by tiny
+        # and toy-bert-src)
         "toy/bert-init",
-        # toyworld.table1's 500-pair rows with the toy BERT, fine-tuned and frozen
-        "toy/bert-init-500",
-        "toy/bert-frozen-500",
         # bertfused2020.table1's frozen BERT output as the NMT encoder's input embeddings
         "toy/bertfused-bert-embeddings",
-        # nothing else: AB-Net, CTNMT, BERT-KD, deep fusion... are not implemented, and the
-        # papers' quoted rows are external
+        # nothing else: BERT-fused, CTNMT, BERT-KD, deep fusion... are not implemented, and
+        # the papers' quoted rows are external
     }
     assert plan.sharing("toy", "bert-init") == [
         "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init",
         "multi30k-bert-init"]
     assert plan.checkpoints("toy", "bert-init") == {"src_bert": "toy-bert-src"}
     assert plan.checkpoints("toy", "transformer-tiny") == {}
-    assert plan.pretrained_targets() == ["toy-bert-src", "toy-bert-tgt", "toy-gpt2-tgt"]
+    assert plan.checkpoints("toy", "abnet") == {"src_bert": "toy-bert-src",
+                                                 "tgt_bert": "toy-bert-tgt"}
+    assert plan.checkpoints("toy", "abnet-enc-nat") == {"src_bert": "toy-bert-src"}
+    # only the checkpoints some run loads are pre-trained (no run loads the toy GPT-2 yet)
+    assert plan.pretrained_targets() == ["toy-bert-src", "toy-bert-tgt"]
     # only the run a curve figure draws (deepfusion2022.figure3) logs valid BLEU
     assert plan.run_settings("toy", "transformer-tiny", 1)["valid_bleu"] is True
     assert plan.run_settings("toy", "bert-init", 1)["valid_bleu"] is False
-    assert plan.run_settings("toy", "transformer-tiny-500", 1)["valid_bleu"] is False
     assert plan.sharing("toy", "transformer-tiny") == [
         "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
         "deepfusion-transformer-12", "deepfusion-transformer-20", "deepfusion-transformer-base",
@@ -471,8 +477,8 @@ def test_default_config_plans_exactly_these_runs():
             f"{run}/latency.beam5-lp1-fairseq-best.json",  # abnet2020.table1 latency
             f"{run}/train_summary.json",  # deepfusion2022.figure3 curve
             f"{run}/buckets.valid.beam4-lp0p6-gnmt-best.8-16-24-32-40.json",  # figure2a
-            # toyworld.table1: all pairs vs. its 500-pair baseline (BLEU and sacreBLEU)
-            f"{run}/bootstrap.test.beam5-lp1-fairseq-best.vs.transformer-tiny-500."
+            # abnet2020.table1: AB-Net's speedup, timed with the Transformer in one job
+            "results/runs/toy/abnet/seed1/latency.lb4-it10-avg10.vs.transformer-tiny."
             "beam5-lp1-fairseq-best.json",
             } <= targets
 
