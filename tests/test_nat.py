@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_checkpoints import BERT_VOCAB, TINY, save_tiny_bert
 
 from methods.abnet import ABNet, ABNetEncAT, CrossAttentionAdapter, FFNAdapter, adapter_layers
 from methods.cmlm import CMLM, sample_masks, target_sequence
@@ -14,7 +15,6 @@ from nmtbench.errors import InputError
 from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Batch, Method, Vocab
 from nmtbench.params import count_parameters
-from tiny_checkpoints import BERT_VOCAB, TINY, save_tiny_bert
 
 ROOT = Path(__file__).resolve().parents[1]
 V = Vocab(size=12, pad=0, bos=2, eos=3, unk=1, mask=4)
