@@ -219,10 +219,14 @@ def test_load_config_errors_name_the_file(tmp_path):
 
 
 def test_smoke_config_shrinks_sizes_but_keeps_the_dag():
-    default = nmtconfig.check(nmtconfig.load_config([DEFAULT]), SCHEMA)
+    default_cfg = nmtconfig.load_config([DEFAULT])
     smoke_cfg = nmtconfig.load_config([DEFAULT, SMOKE])
     smoke = nmtconfig.check(smoke_cfg, SCHEMA)
-    assert _runs(smoke) == _runs(default)
+    # the smoke tables: the default's plus the toy world's own table and figure
+    assert set(smoke_cfg["tables"]) == {*default_cfg["tables"], "toyworld.table1",
+                                        "toyworld.figure1"}
+    default_cfg["tables"] = smoke_cfg["tables"]
+    assert _runs(smoke) == _runs(nmtconfig.check(default_cfg, SCHEMA))
     assert smoke_cfg["datasets"]["toy"]["lowercase"] is False  # kept from config.yaml
     assert smoke_cfg["datasets"]["toy"]["world"]["train_pairs"] == 300
     settings = smoke.train_settings("toy", "transformer-tiny-500", seed=1)

@@ -42,8 +42,8 @@ TIMEOUT = 1800  # seconds per snakemake run
 # which CI's 30-minute budget cannot hold: `NMTBENCH_SLURM_TABLES=all` runs it.
 TABLES = os.environ.get("NMTBENCH_SLURM_TABLES",
                         "[abnet2020.table1,bertkd2020.figure2a,bertfused2020.table1]")
-RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "latency", "evaluate",
-         "bootstrap", "buckets", "report"}
+RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "distill", "latency",
+         "latency_vs_baseline", "evaluate", "bootstrap", "buckets", "report"}
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+)\)\.")
 # Cells whose value is a measured time: latency ("15.9 ms") and speed-up ("2.38x") cells

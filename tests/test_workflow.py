@@ -65,14 +65,15 @@ def test_tables_md_shows_every_requested_table_with_its_runs(finished):
         assert f"{metrics['bleu']['tokenized']:.2f}" in row
         assert f"[toy/{run.parent.name}/seed1](runs/toy/{run.parent.name}/seed1)" in row
     assert metrics["train"]["train_pairs"] == 100  # the smoke config's train_pairs override
-    assert "not implemented" in text  # AB-Net & co. are planned, not silently dropped
+    assert "not implemented" in text  # BERT-fused & co. are planned, not silently dropped
 
 
 def test_toy_berts_are_pretrained_in_the_dag_and_loaded_by_the_bert_runs(finished):
     """The toy BERTs are HF directories made in the DAG; bert-init/bert-frozen load them."""
     text = (finished / "results" / "tables.md").read_text()
     assert "## Pre-trained checkpoints" in text
-    for name in ("toy-bert-src", "toy-bert-tgt", "toy-gpt2-tgt"):
+    assert smoke_plan().pretrained_targets() == ["toy-bert-src", "toy-bert-tgt"]
+    for name in ("toy-bert-src", "toy-bert-tgt"):
         summary = json.loads((finished / "data" / "pretrained" / name /
                               "pretrain_summary.json").read_text())
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
