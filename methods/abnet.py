@@ -183,6 +183,14 @@ def _load_berts(cfg: dict[str, Any], pretrained: dict[str, str] | None,
     return src, tgt
 
 
+def _frozen(settings: dict[str, Any]) -> bool:
+    """AB-Net freezes both BERTs whole (true, the paper) or nothing (false, "AB-Net FB")."""
+    policy = settings.get("freeze_bert", True)
+    if policy not in (True, False, "all", "none"):
+        raise InputError(f"abnet freeze_bert {policy!r}: use true (all) or false (none)")
+    return policy in (True, "all")
+
+
 def _check_vocab(vocab: Vocab, bert: nn.Module, side: str) -> None:
     if vocab.size > bert.config.vocab_size:
         raise InputError(f"the {side} vocabulary has {vocab.size} entries but its BERT has "
@@ -221,7 +229,7 @@ class ABNet(ConditionalMaskedLM):
         positions = (tgt_bert.config.max_position_embeddings if tgt_bert is not None
                      else cfg.max_positions)
         self.max_length = min(LENGTH_CLASSES - 1, positions - 2)
-        if settings.get("freeze_bert", True):
+        if _frozen(settings):
             freeze(src_bert, "all")
             if tgt_bert is not None:
                 for p in tgt_bert.parameters():
@@ -275,7 +283,7 @@ class ABNetEncAT(Transformer):
             src_bert, settings.get("adapter_dim", 2048),
             adapter_layers(settings.get("encoder_adapter_layers", "all"),
                            src_bert.config.num_hidden_layers, "encoder_adapter_layers"), 0)
-        if settings.get("freeze_bert", True):
+        if _frozen(settings):
             freeze(src_bert, "all")
 
     def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -259,6 +259,8 @@ def test_abnet_variants_train_what_they_should(berts):
     name = "source.bert.embeddings.word_embeddings.weight"
     assert not torch.equal(dict(scratch.named_parameters())[name],
                            dict(loaded.named_parameters())[name])
+    with pytest.raises(InputError, match="freeze_bert"):
+        abnet(berts, freeze_bert="embeddings")  # AB-Net freezes whole BERTs or nothing
     with pytest.raises(InputError, match="tgt_bert: null"):
         ABNet.build({"size": "tiny", "decoding": "at", **berts}, BERT_VOCAB, BERT_VOCAB, berts)
 
