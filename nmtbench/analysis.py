@@ -31,6 +31,26 @@ def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool) -> list[list[
     return corpora
 
 
+class TokenizedBleu(scorers.Scorer):
+    """compare-mt's scorer interface with sacreBLEU's arithmetic: each resample is scored
+    exactly as the tables' tokenized BLEU. compare-mt's own BleuScorer takes a zero n-gram
+    precision as log 0 -> 0, i.e. as a precision of 1, so an output without a single matching
+    trigram (an undertrained NAT model's) outscores a far better one."""
+
+    def __init__(self) -> None:
+        self.bleu = multi_bleu_perl(lowercase=False)  # the corpora come lowercased if asked
+
+    def cache_stats(self, ref: list[list[str]], out: list[list[str]],
+                    src: Any = None) -> list[list[int]]:
+        return self.bleu._extract_corpus_statistics([" ".join(o) for o in out],
+                                                    [[" ".join(r) for r in ref]])
+
+    def score_cached_corpus(self, sent_ids: Any, cached_stats: list[list[int]],
+                            ) -> tuple[float, None]:
+        totals = np.sum([cached_stats[i] for i in sent_ids], axis=0)
+        return self.bleu._compute_score_from_stats([int(x) for x in totals]).score, None
+
+
 def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out: str | Path, *,
                      samples: int, seed: int, lowercase: bool) -> dict[str, Any]:
     """compare-mt's paired bootstrap (BLEU, half-size resamples): is `hyp` better than baseline?
@@ -41,7 +61,7 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
     ref_c, hyp_c, base_c = _parallel(ref, hyp, baseline, lowercase=lowercase)
     np.random.seed(seed)  # compare-mt samples with numpy's global generator
     wins, stats = sign_utils.eval_with_paired_bootstrap(
-        ref_c, [hyp_c, base_c], None, scorers.BleuScorer(), compare_directions=[(0, 1)],
+        ref_c, [hyp_c, base_c], None, TokenizedBleu(), compare_directions=[(0, 1)],
         num_samples=samples)
     better, worse, _ = wins[0]
     result = {

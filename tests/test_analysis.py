@@ -84,9 +84,19 @@ def test_deterministic_for_a_fixed_seed(files, tmp_path: Path) -> None:
 
 
 def test_lowercase(files, tmp_path: Path) -> None:
-    assert bootstrap(files, "upper", "bad", tmp_path / "1.json")["significance"] == "worse"
-    assert bootstrap(files, "upper", "bad", tmp_path / "2.json",
+    assert bootstrap(files, "upper", "a", tmp_path / "1.json")["significance"] == "worse"
+    assert bootstrap(files, "upper", "a", tmp_path / "2.json",
                      lowercase=True)["significance"] == "better"
+
+
+def test_resamples_are_scored_as_the_tables_tokenized_bleu(files, tmp_path: Path) -> None:
+    # BAD matches unigrams only: its BLEU is 0, as multi-bleu.perl says. compare-mt's own
+    # scorer reads a zero precision as 1 and would give it about 40 BLEU, better than A's.
+    result = bootstrap(files, "bad", "a", tmp_path / "b.json")
+    assert result["system"]["median"] == 0.0
+    assert result["significance"] == "worse"
+    full = bleu(BAD, REFS, BAD, REFS, lowercase=False)["tokenized"]
+    assert full == 0.0
 
 
 @pytest.mark.parametrize("short", ["hyp", "baseline"])
