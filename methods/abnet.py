@@ -49,7 +49,7 @@ from methods.transformer import (
 )
 from nmtbench.errors import InputError
 from nmtbench.method import Vocab
-from nmtbench.pretrained import freeze, load_model
+from nmtbench.pretrained import check_vocab, freeze, load_model
 
 LENGTH_CLASSES = 1024
 BERT_INITS = ("pretrained", "random")
@@ -118,6 +118,15 @@ class SourceBert(nn.Module):
         self.embed_lengths = nn.Embedding(length_classes, width) if length_classes else None
         if self.embed_lengths is not None:
             nn.init.normal_(self.embed_lengths.weight, mean=0.0, std=0.02)
+
+    @classmethod
+    def build(cls, bert: nn.Module, vocab: Vocab, settings: dict[str, Any],
+              length_classes: int) -> SourceBert:
+        """From an experiment's settings (`adapter_dim`, `encoder_adapter_layers`)."""
+        check_vocab(vocab.size, bert, "source")
+        layers = adapter_layers(settings.get("encoder_adapter_layers", "all"),
+                                bert.config.num_hidden_layers, "encoder_adapter_layers")
+        return cls(bert, settings.get("adapter_dim", 2048), layers, length_classes)
 
     def forward(self, src: torch.Tensor, keep: torch.Tensor,
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -191,12 +200,6 @@ def _frozen(settings: dict[str, Any]) -> bool:
     return policy in (True, "all")
 
 
-def _check_vocab(vocab: Vocab, bert: nn.Module, side: str) -> None:
-    if vocab.size > bert.config.vocab_size:
-        raise InputError(f"the {side} vocabulary has {vocab.size} entries but its BERT has "
-                         f"{bert.config.vocab_size}: tokenize with the BERT's own")
-
-
 class ABNet(ConditionalMaskedLM):
     """AB-Net and AB-Net-Enc with parallel decoding; `build` returns `ABNetEncAT` for
     `decoding: at`."""
@@ -211,16 +214,11 @@ class ABNet(ConditionalMaskedLM):
                          src_vocab, tgt_vocab, memory_dim=width)
         del self.src_embed  # the BERT reads the source
         self.encoder_norm = nn.Identity()
-        _check_vocab(src_vocab, src_bert, "source")
-        n_src = src_bert.config.num_hidden_layers
-        self.source = SourceBert(
-            src_bert, settings.get("adapter_dim", 2048),
-            adapter_layers(settings.get("encoder_adapter_layers", "all"), n_src,
-                           "encoder_adapter_layers"), LENGTH_CLASSES)
+        self.source = SourceBert.build(src_bert, src_vocab, settings, LENGTH_CLASSES)
         self.target: TargetBert | None = None
         if tgt_bert is not None:
             del self.tgt_embed  # the target BERT's embeddings and head
-            _check_vocab(tgt_vocab, tgt_bert, "target")
+            check_vocab(tgt_vocab.size, tgt_bert, "target")
             self.target = TargetBert(
                 tgt_bert, adapter_layers(settings.get("decoder_adapter_layers", "all"),
                                          tgt_bert.config.num_hidden_layers,
@@ -278,11 +276,7 @@ class ABNetEncAT(Transformer):
                          memory_dim=src_bert.config.hidden_size)
         del self.src_embed
         self.encoder_norm = nn.Identity()
-        _check_vocab(src_vocab, src_bert, "source")
-        self.source = SourceBert(
-            src_bert, settings.get("adapter_dim", 2048),
-            adapter_layers(settings.get("encoder_adapter_layers", "all"),
-                           src_bert.config.num_hidden_layers, "encoder_adapter_layers"), 0)
+        self.source = SourceBert.build(src_bert, src_vocab, settings, 0)
         if _frozen(settings):
             freeze(src_bert, "all")
 

@@ -34,7 +34,7 @@ from torch import nn
 from methods.transformer import Transformer, TransformerConfig, transformer_config
 from nmtbench.errors import InputError
 from nmtbench.method import Vocab
-from nmtbench.pretrained import freeze, load_model
+from nmtbench.pretrained import check_vocab, freeze, load_model
 
 OUTPUT_AS = ("encoder", "embeddings")
 
@@ -50,9 +50,7 @@ class BertEncoderTransformer(Transformer):
             raise InputError(f"bert_output_as {bert_output_as!r}: use one of "
                              f"{', '.join(OUTPUT_AS)}")
         width = bert.config.hidden_size
-        if src_vocab.size > bert.config.vocab_size:
-            raise InputError(f"the source vocabulary has {src_vocab.size} entries but the BERT "
-                             f"has {bert.config.vocab_size}: tokenize with the BERT's own")
+        check_vocab(src_vocab.size, bert, "source")
         as_embeddings = bert_output_as == "embeddings"
         super().__init__(replace(cfg, encoder_layers=cfg.encoder_layers if as_embeddings else 0),
                          src_vocab, tgt_vocab, memory_dim=None if as_embeddings else width)

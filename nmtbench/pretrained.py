@@ -106,6 +106,13 @@ def all_hidden_states(bert: nn.Module, ids: torch.Tensor, pad: int) -> tuple[tor
     return out.hidden_states  # L + 1 tensors
 
 
+def check_vocab(size: int, bert: nn.Module, side: str) -> None:
+    """A side read by a BERT must use (at most) the BERT's own vocabulary."""
+    if size > bert.config.vocab_size:
+        raise InputError(f"the {side} vocabulary has {size} entries but its BERT has "
+                         f"{bert.config.vocab_size}: tokenize with the BERT's own")
+
+
 FREEZE_POLICIES = "all, none, embeddings, or below-top-K (all but the top K layers)"
 
 
