@@ -51,6 +51,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     _threads(args.threads)
     paths = {k: getattr(args, k) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt",
                                            "src_tokenizer", "tgt_tokenizer")}
+    if (args.bt_src is None) != (args.bt_tgt is None):
+        raise InputError("--bt-src and --bt-tgt go together (synthetic sources, monolingual "
+                         "targets)")
+    if args.bt_src is not None:
+        paths.update(bt_src=args.bt_src, bt_tgt=args.bt_tgt)
     paths["pretrained"] = {}
     for item in args.pretrained:
         role, sep, directory = item.partition("=")
@@ -68,7 +73,8 @@ def cmd_decode(args: argparse.Namespace) -> None:
     _threads(args.threads)
     info = translate_file(args.run_dir, args.src, args.out, batch_size=args.batch_size,
                           checkpoint=args.checkpoint, average_last=args.average_last,
-                          device=args.device, **_search_arguments(args))
+                          device=args.device, max_lines=args.max_lines,
+                          **_search_arguments(args))
     if args.info:
         write_json(args.info, info)
 
@@ -131,6 +137,15 @@ def cmd_prepare(args: argparse.Namespace) -> None:
                        workers=args.workers)
     logging.info("prepared %s: %s", args.dataset,
                  {k: v["lines"] for k, v in manifest["splits"].items()})
+
+
+def cmd_monolingual(args: argparse.Namespace) -> None:
+    from nmtbench.monolingual import prepare_monolingual
+
+    manifest = prepare_monolingual(args.dataset, json.loads(args.spec), args.corpus,
+                                   args.downloads, args.out, workers=args.workers,
+                                   max_sentences=args.max_sentences)
+    logging.info("prepared %s: %d sentences of %s", args.out, manifest["sentences"], args.corpus)
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -232,6 +247,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument(f"--{name}", required=True)
     s.add_argument("--pretrained", action="append", default=[], metavar="ROLE=DIR",
                    help="a checkpoint the method loads, e.g. src_bert=data/pretrained/x")
+    s.add_argument("--bt-src", help="back-translated sources (bt_sentences takes the first)")
+    s.add_argument("--bt-tgt", help="the monolingual target sentences they translate")
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_train)
@@ -267,6 +284,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--info", help="write the decoding settings and time as JSON here")
     s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--max-lines", type=int,
+                   help="translate only the first N lines (there must be that many)")
     _decoding_arguments(s)
     s.set_defaults(func=cmd_decode)
 
@@ -353,6 +372,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--workers", type=int, default=1, help="processes for Moses tokenization")
     s.set_defaults(func=cmd_prepare)
+
+    s = sub.add_parser("monolingual", help="target-side monolingual sentences for "
+                       "back-translation, processed as a real dataset's target side")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
+    s.add_argument("--corpus", required=True, help="a corpus of nmtbench.monolingual.CORPORA, "
+                   "e.g. english-wikipedia")
+    s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
+    s.add_argument("--out", required=True, help="the sentences, one a line; the manifest goes "
+                   "beside it (OUT.manifest.json)")
+    s.add_argument("--max-sentences", type=int, help="keep only the first N (default: all)")
+    s.add_argument("--workers", type=int, default=1, help="processes for splitting and "
+                   "tokenizing")
+    s.set_defaults(func=cmd_monolingual)
     return p
 
 

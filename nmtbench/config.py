@@ -52,6 +52,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
         config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
                            for s in config["seeds"]]
     validate(config, schema_path)
+    resolve_reversed(config["datasets"])
     plan = Plan(config, load_catalogue(papers_dir),
                 {name: method.config_keys() for name, method in METHODS.items()})
     trainer_keys = {f.name for f in fields(TrainConfig)}
@@ -104,8 +105,10 @@ def check(config: dict[str, Any], schema_path: str | Path,
                                     or plan.decoding(dataset, teacher) != "at"):
             raise InputError(f"config key 'datasets.{dataset}.seq_kd': {teacher!r} is not an "
                              "implemented autoregressive experiment")
-        if spec["kind"] != "toyworld":  # a recipe for it, and a download entry for each file
+        if spec["kind"] not in ("toyworld", "reversed"):  # a recipe, and downloads for it
             check_sources(dataset, spec, config.get("sources", {}))
+        if "back_translation" in spec:
+            _check_back_translation(config, plan, dataset)
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
@@ -121,12 +124,83 @@ def check(config: dict[str, Any], schema_path: str | Path,
             raise InputError(f"{where}': {err}") from None
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
     for dataset, run in plan.runs():
+        plan.back_translation(dataset, run)  # configured where a run asks for it
         for role, name in plan.checkpoints(dataset, run).items():
             try:
                 checkpoint_dir(name, config.get("pretraining"))
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
     return plan
+
+
+# What a reversed dataset does not take over from the one it reverses: how that one is made,
+# and what is trained on it (overrides may name one side's checkpoints).
+NOT_REVERSED = {"kind", "world", "seq_kd", "back_translation", "backtranslation",
+                "compound_split", "overrides"}
+
+
+def resolve_reversed(datasets: dict[str, Any]) -> None:
+    """Complete every `kind: reversed` dataset in place: the dataset `of` read the other way
+    round (its prepared files with the sides swapped), so a reverse model for back-translation
+    trains on exactly the forward data. Languages, vocabulary sizes and checkpoints swap
+    sides; case carries over; keys the entry sets itself win (overrides are its own: the
+    original's may name a side's checkpoint)."""
+    for name, spec in datasets.items():
+        if spec["kind"] != "reversed":
+            continue
+        base = datasets.get(spec["of"])
+        if base is None or base["kind"] == "reversed":
+            raise InputError(f"config key 'datasets.{name}.of': {spec['of']!r} is not a "
+                             "configured dataset that is not itself reversed")
+        inherited = {k: v for k, v in base.items() if k not in NOT_REVERSED}
+        for key in ("vocab_size", "checkpoints"):
+            if key in base:
+                inherited[key] = {side: base[key][other] for side, other
+                                  in (("src", "tgt"), ("tgt", "src")) if other in base[key]}
+        if "src_lang" in base:
+            inherited.update(src_lang=base["tgt_lang"], tgt_lang=base["src_lang"],
+                             detok_lang=base["src_lang"])
+        datasets[name] = {**inherited, **spec}
+
+
+def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:
+    """The reverse model must be an autoregressive experiment on a dataset translating this
+    one's target language into its source language; real data names its monolingual corpus."""
+    datasets = config["datasets"]
+    spec, bt = datasets[dataset], datasets[dataset]["back_translation"]
+    where = f"config key 'datasets.{dataset}.back_translation"
+    reverse = datasets.get(bt["reverse"])
+    if reverse is None:
+        raise InputError(f"{where}.reverse': unknown dataset {bt['reverse']!r}")
+    if reverse["kind"] == "reversed" or "src_lang" not in spec:  # no languages to compare
+        if reverse.get("of") != dataset:
+            raise InputError(f"{where}.reverse': {bt['reverse']!r} is not {dataset} read the "
+                             f"other way round (kind: reversed, of: {dataset})")
+    elif (reverse.get("src_lang"), reverse.get("tgt_lang")) != (
+            spec["tgt_lang"], spec["src_lang"]):
+        raise InputError(f"{where}.reverse': {bt['reverse']!r} does not translate "
+                         f"{spec['tgt_lang']} into {spec['src_lang']}")
+    model = bt["model"]
+    if (model not in plan.experiments or plan.status(model) != "ok"
+            or plan.decoding(bt["reverse"], model) != "at"):
+        raise InputError(f"{where}.model': {model!r} is not an implemented autoregressive "
+                         "experiment")
+    has_own_text = spec["kind"] == "toyworld" or (
+        spec["kind"] == "reversed" and datasets[spec["of"]]["kind"] == "toyworld")
+    if has_own_text:
+        if "corpus" in bt:
+            raise InputError(f"{where}.corpus': a toy world back-translates its own "
+                             "monolingual corpus; remove the key")
+    elif spec["kind"] == "reversed":
+        raise InputError(f"{where}': a reversed real dataset has no monolingual corpus of its "
+                         "own; configure the real dataset of this direction instead")
+    elif "corpus" not in bt:
+        raise InputError(f"{where}.corpus' is missing (the target-side monolingual corpus "
+                         "to back-translate)")
+    else:
+        from nmtbench.monolingual import check_sources as check_monolingual
+
+        check_monolingual(dataset, spec, bt["corpus"], config.get("sources", {}))
 
 
 def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:

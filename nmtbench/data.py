@@ -29,6 +29,24 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str]
     return src, tgt
 
 
+def read_back_translations(src_path: str | Path, tgt_path: str | Path,
+                           count: int) -> tuple[list[str], list[str]]:
+    """The first `count` back-translated pairs: synthetic sources (`src_path`, the reverse
+    model's translations) and the monolingual sentences they translate (`tgt_path`, which
+    may go on beyond them). A source the reverse model left empty drops its pair, logged."""
+    src = read_lines(src_path)
+    tgt = read_lines(tgt_path, allow_empty=False)
+    for path, lines in ((src_path, src), (tgt_path, tgt)):
+        if len(lines) < count:
+            raise InputError(f"{path} has {len(lines)} lines, fewer than the {count} "
+                             "back-translated pairs asked for (bt_sentences)")
+    pairs = [(s, t) for s, t in zip(src[:count], tgt[:count], strict=True) if s.strip()]
+    if len(pairs) < count:
+        log.warning("%s: dropped %d of %d back-translated pairs with an empty source",
+                    src_path, count - len(pairs), count)
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
 @dataclass
 class ParallelData:
     """Encoded sentence pairs: source [CLS] x [SEP], target [CLS] y [SEP]."""
@@ -49,16 +67,27 @@ class ParallelData:
         src_lines, tgt_lines = read_parallel(src_path, tgt_path)
         if limit is not None:
             src_lines, tgt_lines = src_lines[:limit], tgt_lines[:limit]
+        return cls.encode(src_lines, tgt_lines, src_tok, tgt_tok, max_positions, str(src_path))
+
+    @classmethod
+    def encode(cls, src_lines: list[str], tgt_lines: list[str],
+               src_tok: PreTrainedTokenizerBase, tgt_tok: PreTrainedTokenizerBase,
+               max_positions: int | None, name: str) -> ParallelData:
+        """Encode aligned lines, dropping (and logging) pairs longer than max_positions."""
         src = src_tok(src_lines, add_special_tokens=True)["input_ids"]
         tgt = tgt_tok(tgt_lines, add_special_tokens=True)["input_ids"]
         if max_positions is not None:
             keep = [i for i in range(len(src))
                     if len(src[i]) <= max_positions and len(tgt[i]) <= max_positions]
             if len(keep) < len(src):
-                log.warning("%s: dropped %d of %d pairs longer than %d tokens", src_path,
+                log.warning("%s: dropped %d of %d pairs longer than %d tokens", name,
                             len(src) - len(keep), len(src), max_positions)
             src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
         return cls(src, tgt, src_tok.pad_token_id, tgt_tok.pad_token_id)
+
+    def __add__(self, other: ParallelData) -> ParallelData:
+        return ParallelData(self.src + other.src, self.tgt + other.tgt, self.src_pad,
+                            self.tgt_pad)
 
     def batches(self, max_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
         """Token batches of pairs sorted by (target, source) length, as fairseq orders them."""

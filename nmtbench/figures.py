@@ -69,6 +69,7 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
                         "this dataset), so their marks coincide.")
     if figure.kind == "curve":
         caption += " Curves: greedy BLEU on the valid set after every epoch."
+    caption += _back_translation_note(plan, results, cells)
     if skipped:
         caption += f" Not plotted, no method yet: {', '.join(skipped)}."
     if missing:
@@ -83,6 +84,22 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
     return Drawn(paths, caption, series)
 
 
+def _back_translation_note(plan: Plan, results: Results, cells: list[Cell]) -> str:
+    """Which reverse model translated the back-translated pairs of the plotted runs, and how
+    well it translates (its test BLEU)."""
+    found = {bt for c in cells if c.status == "ok"
+             for bt in [plan.back_translation(c.dataset, c.experiment)] if bt is not None}
+    notes = []
+    for bt in sorted(found, key=lambda b: (b.reverse.dataset, b.reverse.run)):
+        bleu = _mean([results.measure(bt.reverse, "test", "bleu_tokenized", s, None)
+                      for s in plan.seeds])
+        notes.append(f" Back-translations: up to {bt.sentences} target-side sentences "
+                     f"translated by results/runs/{bt.reverse.dataset}/{bt.reverse.run} "
+                     f"({bt.reverse.experiment}; test BLEU "
+                     f"{'not yet measured' if bleu is None else f'{bleu:.2f}'}).")
+    return "".join(notes)
+
+
 def _mean(values: list[float | None]) -> float | None:
     done = [v for v in values if v is not None]
     return statistics.mean(done) if done and len(done) == len(values) else None
@@ -92,9 +109,12 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
            series: dict) -> set[str]:
     spec = figure.spec
     xs, ys, y2s, plotted = [], [], [], set()
+    setting = spec["x"].get("setting")
     for x, cell in zip(spec["x"]["values"], cells, strict=True):
         if cell.status != "ok":
             continue
+        if setting is not None:  # where the run is, on its dataset (unset: the paper's x)
+            x = plan.train_settings(cell.dataset, cell.experiment).get(setting, x)
         y = _mean([results.measure(cell, figure.split, spec["y"], s, None) for s in plan.seeds])
         if y is None:
             continue

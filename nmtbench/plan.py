@@ -75,6 +75,21 @@ class Cell:
         return f"results/runs/{self.dataset}/{self.run}/seed{seed}"
 
 
+@dataclass(frozen=True)
+class BackTranslation:
+    """Where a run's back-translated pairs come from (Sennrich et al. 2016): the reverse-
+    direction model `reverse` translates the first `sentences` lines of the dataset's
+    target-side monolingual corpus (`mono.tgt`) into synthetic sources. One translation per
+    dataset, as long as its largest `bt_sentences`: every run takes its own first lines."""
+
+    reverse: Cell
+    sentences: int
+
+    def file(self, dataset: str, seed: int | str) -> str:
+        return (f"{self.reverse.run_dir(seed)}/backtranslate.{dataset}.{self.sentences}."
+                f"{self.reverse.tag}.txt")
+
+
 class Plan:
     """The requested tables/figures of one config, resolved against the paper catalogue."""
 
@@ -210,7 +225,28 @@ class Plan:
         teacher = self.config["datasets"][dataset].get("seq_kd")
         if teacher is None or self.decoding(dataset, experiment) != "nat":
             return None
-        return self.cell(dataset, teacher, f"config key 'datasets.{dataset}.seq_kd'")
+        return self.run_cell(dataset, teacher, f"config key 'datasets.{dataset}.seq_kd'")
+
+    def back_translation(self, dataset: str, experiment: str) -> BackTranslation | None:
+        """The back-translated pairs an experiment with `bt_sentences` adds to its training
+        data, from the dataset's `back_translation` (reverse dataset and model)."""
+        wanted = self.train_settings(dataset, experiment).get("bt_sentences", 0)
+        if not wanted:
+            return None
+        spec = self.config["datasets"][dataset].get("back_translation")
+        if spec is None:
+            raise InputError(f"experiment {experiment!r} on dataset {dataset!r} adds {wanted} "
+                             "back-translated sentences (bt_sentences), but config key "
+                             f"'datasets.{dataset}.back_translation' is not set")
+        reverse = self.run_cell(spec["reverse"], spec["model"],
+                                f"config key 'datasets.{dataset}.back_translation'")
+        return BackTranslation(reverse, self._back_translated_sentences(dataset))
+
+    def _back_translated_sentences(self, dataset: str) -> int:
+        """The largest `bt_sentences` of any implemented experiment on the dataset (fixed by
+        the catalogue, so asking for another table never re-translates)."""
+        return max(self.train_settings(dataset, e).get("bt_sentences", 0)
+                   for e in self.experiments if self.status(e) == "ok")
 
     @cached_property
     def _run_names(self) -> dict[tuple[str, str], str]:
@@ -240,7 +276,11 @@ class Plan:
                    if k not in NOT_TRAINING)
 
     def cell(self, paper_dataset: str, experiment: str, where: str) -> Cell:
-        dataset = self.dataset(paper_dataset, where)
+        """The cell of a paper's dataset (mapped onto a configured one) and experiment."""
+        return self.run_cell(self.dataset(paper_dataset, where), experiment, where)
+
+    def run_cell(self, dataset: str, experiment: str, where: str) -> Cell:
+        """The cell of a configured dataset and experiment."""
         status = self.status(experiment)
         if status != "ok":
             return Cell(dataset, experiment, status)
@@ -298,6 +338,11 @@ class Plan:
                     continue
                 for seed in self.seeds:
                     files.update(self.figure_files(figure, cell, seed))
+        for dataset, run in self.runs():  # the report names each reverse model's test BLEU
+            back_translation = self.back_translation(dataset, run)
+            for seed in self.seeds if back_translation is not None else []:
+                files.update(self.cell_files(back_translation.reverse, "test", "bleu_tokenized",
+                                             seed))
         return sorted(files)
 
     def _baseline_cells(self, table: Table) -> dict[int, Cell]:

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from methods import get_method
 from nmtbench import checkpoints, distributed
-from nmtbench.data import ParallelData
+from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json, write_lines
@@ -64,6 +64,7 @@ class TrainConfig:
     keep_last_epochs: int = 10  # per-epoch checkpoints kept for averaging
     max_positions: int = 256
     train_pairs: int | None = None  # use only the first N training pairs (data-size studies)
+    bt_sentences: int = 0  # back-translated pairs added to the training data (paths bt_src/tgt)
     log_interval: int = 50
     valid_bleu: bool = False  # greedy-decode the valid set after every epoch (BLEU curves)
 
@@ -100,6 +101,8 @@ class Trainer:
         self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,
                                             self.tgt_tok, self.tc.max_positions,
                                             limit=self.tc.train_pairs)
+        if self.tc.bt_sentences:
+            self.train_data += self._back_translations()
         self.valid_data = ParallelData.load(paths["valid_src"], paths["valid_tgt"], self.src_tok,
                                             self.tgt_tok, self.tc.max_positions)
         torch.manual_seed(self.tc.seed)
@@ -271,6 +274,16 @@ class Trainer:
         return (finished_epoch >= self.tc.max_epochs
                 or (self.tc.max_updates and self.step >= self.tc.max_updates)
                 or (self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
+
+    def _back_translations(self) -> ParallelData:
+        if "bt_src" not in self.paths:
+            raise InputError(f"bt_sentences is {self.tc.bt_sentences} but no back-translated "
+                             "data was given (--bt-src, --bt-tgt)")
+        src, tgt = read_back_translations(self.paths["bt_src"], self.paths["bt_tgt"],
+                                          self.tc.bt_sentences)
+        log.info("training on %d back-translated pairs besides the parallel data", len(src))
+        return ParallelData.encode(src, tgt, self.src_tok, self.tgt_tok, self.tc.max_positions,
+                                   self.paths["bt_src"])
 
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)

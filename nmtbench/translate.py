@@ -100,14 +100,22 @@ def search_settings(model: Method, settings: dict[str, Any]) -> dict[str, Any]:
 
 def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
                    batch_size: int = 64, checkpoint: str = "best", average_last: int = 0,
-                   device: str = "auto", **search: Any) -> dict[str, Any]:
-    """Decode every line of src_path into out_path (same order); return decoding settings.
+                   device: str = "auto", max_lines: int | None = None,
+                   **search: Any) -> dict[str, Any]:
+    """Decode every line of src_path (or its first `max_lines`) into out_path, in order;
+    return the decoding settings.
 
     `search`: beam, lenpen, lenpen_form, max_len_a, max_len_b, length_beam, iterations (the
     ones of the model's decoding apply)."""
+    lines = read_lines(src_path)
+    if max_lines is not None:
+        if len(lines) < max_lines:
+            raise InputError(f"{src_path} has {len(lines)} lines, fewer than the {max_lines} "
+                             "to translate")
+        lines = lines[:max_lines]
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, device)
     start = time.perf_counter()
-    hyps = translate_lines(model, src_tok, tgt_tok, read_lines(src_path), batch_size=batch_size,
+    hyps = translate_lines(model, src_tok, tgt_tok, lines, batch_size=batch_size,
                            progress=f"decode {src_path}", **search)
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)

@@ -36,20 +36,50 @@ RUN = "results/runs/{dataset}/{experiment}/seed{seed}"
 SPLITS = ["train", "valid", "test"]
 
 
-def toy_datasets():
-    return [d for d, spec in config["datasets"].items() if spec["kind"] == "toyworld"]
+def datasets_of_kind(*kinds):
+    return [d for d, spec in config["datasets"].items() if spec["kind"] in kinds]
 
 
 def real_datasets():
-    return [d for d, spec in config["datasets"].items() if spec["kind"] != "toyworld"]
+    return [d for d, spec in config["datasets"].items()
+            if spec["kind"] not in ("toyworld", "reversed")]
+
+
+def datasets_either(names):
+    """A wildcard constraint matching exactly these dataset names (or nothing)."""
+    return "|".join(re.escape(d) for d in names) or "^$"
+
+
+def generated(dataset):
+    """Is the dataset a toy world, or one read the other way round?"""
+    spec = config["datasets"][dataset]
+    return "toyworld" in (spec["kind"], config["datasets"].get(spec.get("of"), {}).get("kind"))
 
 
 def tokenizer_corpora(wildcards):
     """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
     corpora = [prepared(wildcards.dataset, f"train.{wildcards.side}")]
-    if dataset_spec(wildcards)["kind"] == "toyworld":
+    if generated(wildcards.dataset):
         corpora.insert(0, prepared(wildcards.dataset, f"mono.{wildcards.side}"))
     return corpora
+
+
+def reversed_input(wildcards):
+    """The file of the reversed dataset's original that holds this side."""
+    other = {"src": "tgt", "tgt": "src"}[wildcards.side]
+    return prepared(dataset_spec(wildcards)["of"], f"{wildcards.part}.{other}")
+
+
+def monolingual_datasets():
+    """Real datasets whose back-translation reads a prepared monolingual corpus."""
+    return [d for d in real_datasets() if "corpus" in config["datasets"][d].get(
+        "back_translation", {})]
+
+
+def monolingual_inputs(wildcards):
+    from nmtbench.monolingual import download_paths
+
+    return download_paths(dataset_spec(wildcards)["back_translation"]["corpus"])
 
 
 def download_checksum_arguments(source, file):
@@ -125,7 +155,18 @@ def train_inputs(wildcards):
     teacher = PLAN.distillation(d, wildcards.experiment)
     if teacher is not None:
         inputs["train_tgt"] = f"{teacher.run_dir(wildcards.seed)}/distill.train.{teacher.tag}.txt"
+    back_translation = PLAN.back_translation(d, wildcards.experiment)
+    if back_translation is not None:
+        inputs["bt_src"] = back_translation.file(d, wildcards.seed)
+        inputs["bt_tgt"] = prepared(d, "mono.tgt")
     return inputs
+
+
+def back_translation_arguments(wildcards, input):
+    """`--bt-src/--bt-tgt` where the run adds back-translated pairs."""
+    if not hasattr(input, "bt_src"):
+        return ""
+    return f"--bt-src {shlex.quote(input.bt_src)} --bt-tgt {shlex.quote(input.bt_tgt)}"
 
 
 def pretrained_arguments(wildcards, input):

@@ -11,7 +11,7 @@ rule toyworld:
     log:
         "logs/data/{dataset}/toyworld.log",
     wildcard_constraints:
-        dataset="|".join(toy_datasets()) or "^$",
+        dataset=datasets_either(datasets_of_kind("toyworld")),
     shell:
         "python -m nmtbench toyworld --out data/{wildcards.dataset}/prepared "
         "--world {params.world:q} > {log:q} 2>&1"
@@ -56,7 +56,7 @@ rule prepare:
     log:
         "logs/data/{dataset}/prepare.log",
     wildcard_constraints:
-        dataset="|".join(real_datasets()) or "^$",
+        dataset=datasets_either(real_datasets()),
     threads: resource("prepare", "threads")
     resources:
         mem_mb=resource("prepare", "mem_mb"),
@@ -65,6 +65,52 @@ rule prepare:
         "python -m nmtbench prepare --dataset {wildcards.dataset:q} --spec {params.spec:q} "
         "--downloads {params.downloads:q} --out {params.out:q} --workers {threads} "
         "> {log:q} 2>&1"
+
+
+# A reversed dataset (e.g. the reverse direction of a toy world, for back-translation) is its
+# original's prepared files with the sides swapped.
+rule reverse_dataset:
+    input:
+        reversed_input,
+    output:
+        prepared("{dataset}", "{part}.{side}"),
+    conda:
+        "../envs/text.yaml"
+    log:
+        "logs/data/{dataset}/reverse.{part}.{side}.log",
+    wildcard_constraints:
+        dataset=datasets_either(datasets_of_kind("reversed")),
+        part="train|valid|test|mono",
+    shell:
+        "cp {input:q} {output:q} 2> {log:q}"
+
+
+# The target-side monolingual corpus a real dataset back-translates (datasets.<d>.back_translation
+# .corpus), processed like the dataset's own target side.
+rule prepare_monolingual:
+    input:
+        monolingual_inputs,
+    output:
+        mono=prepared("{dataset}", "mono.tgt"),
+        manifest=prepared("{dataset}", "mono.tgt.manifest.json"),
+    params:
+        spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
+        corpus=lambda w: dataset_spec(w)["back_translation"]["corpus"],
+        downloads=DOWNLOADS_DIR,
+    conda:
+        "../envs/text.yaml"
+    log:
+        "logs/data/{dataset}/monolingual.log",
+    wildcard_constraints:
+        dataset=datasets_either(monolingual_datasets()),
+    threads: resource("prepare", "threads")
+    resources:
+        mem_mb=resource("prepare", "mem_mb"),
+        runtime=resource("prepare", "runtime"),
+    shell:
+        "python -m nmtbench monolingual --dataset {wildcards.dataset:q} --spec {params.spec:q} "
+        "--corpus {params.corpus:q} --downloads {params.downloads:q} --out {output.mono:q} "
+        "--workers {threads} > {log:q} 2>&1"
 
 
 rule tokenizer:

@@ -16,6 +16,7 @@ rule decode:
         search=search_arguments,
         batch_size=lambda w: PLAN.decode_for_tag(w.tag).get("batch_size", 64),
         device=config.get("device", "auto"),
+        first="",
     conda:
         "../envs/models.yaml"
     log:
@@ -28,7 +29,7 @@ rule decode:
     shell:
         "python -m nmtbench decode --run-dir {params.run_dir:q} --src {input.src:q} "
         "--out {output.hyp:q} --info {output.info:q} {params.search} "
-        "--batch-size {params.batch_size} "
+        "--batch-size {params.batch_size} {params.first} "
         "--device {params.device:q} --threads {threads} > {log:q} 2>&1"
 
 
@@ -44,6 +45,29 @@ use rule decode as distill with:
         info=run_file("distill.train.{tag}.json"),
     log:
         "logs/distill/{dataset}/{experiment}/seed{seed}.{tag}.log",
+
+
+# Back-translation (Sennrich et al. 2016): a reverse-direction run translates the first
+# {sentences} lines of the target-side monolingual text of the dataset {forward}; runs there
+# with `bt_sentences` train on these synthetic sources paired with those lines.
+use rule decode as backtranslate with:
+    input:
+        summary=run_file("train_summary.json"),
+        src=lambda w: prepared(w.forward, "mono.tgt"),
+    output:
+        hyp=run_file("backtranslate.{forward}.{sentences}.{tag}.txt"),
+        info=run_file("backtranslate.{forward}.{sentences}.{tag}.json"),
+    params:
+        run_dir=lambda w, input: os.path.dirname(input.summary),
+        search=search_arguments,
+        batch_size=lambda w: PLAN.decode_for_tag(w.tag).get("batch_size", 64),
+        device=config.get("device", "auto"),
+        first=lambda w: f"--max-lines {w.sentences}",
+    log:
+        "logs/backtranslate/{dataset}/{experiment}/seed{seed}.{forward}.{sentences}.{tag}.log",
+    wildcard_constraints:
+        forward=r"[A-Za-z0-9_.-]+",
+        sentences=r"\d+",
 
 
 rule latency:

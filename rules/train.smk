@@ -15,6 +15,7 @@ rule train:
         src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
         tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
         pretrained=pretrained_arguments,
+        back_translation=back_translation_arguments,
         launcher=train_launcher,
     conda:
         "../envs/models.yaml"
@@ -32,5 +33,5 @@ rule train:
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
-        "{params.pretrained} "
+        "{params.pretrained} {params.back_translation} "
         "--device {params.device:q} --threads {threads} >> {log:q} 2>&1"

@@ -61,6 +61,14 @@ def write_tar(path: Path, members: dict[str, bytes]) -> None:
             archive.addfile(info, io.BytesIO(data))
 
 
+def write_zip(path: Path, members: dict[str, bytes]) -> None:
+    """A deflated zip, its members dated alike so that the same members give the same bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2016, 9, 26, 0, 0, 0)), data)
+
+
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -101,6 +109,31 @@ def iwslt14_archive(path: Path, x: str, tests: list[str], test_size: int = 3) ->
             test_rows = [r.replace("'", "\u2019") for r in lines(lang, test_size, 100 * k)]
             members[f"{pair}/IWSLT14.{name}.{pair}.{lang}.xml"] = iwslt_xml(test_rows, lang)
     write_tar(path, members)
+
+
+# WikiText-103 raw's layout: blank lines around ` = Title = ` headings, paragraphs tokenized,
+# with `@-@` `@,@` `@.@` joining hyphenated words and numbers.
+LONG = " ".join(["very"] * 180)  # over the 175 words IWSLT14's cleaning keeps
+WIKITEXT_TRAIN = [
+    " ", " = Valkyria Chronicles III = ", " ",
+    " Senjō no Valkyria 3 is a tactical role @-@ playing game . Dr. Smith , who moved to the "
+    "U.S. in 1 @,@ 998 , designed it . It sold 3 @.@ 5 million copies ! ",
+    " ", " = = Gameplay = = ", " ",
+    " The game 's battle system was kept from the first game . Players \" select \" each unit "
+    "( one at a time ) . ",
+    " He served in the U.S. Army for years . St. Louis got it first . ",
+    " ", " = = = Reception = = = ", " ",
+    f" Reviewers praised it . {LONG.capitalize()} long . It ended . ",
+    " ",
+]
+
+
+def wikitext_archive(path: Path) -> None:
+    """`wikitext-103-raw-v1.zip`: the three splits under `wikitext-103-raw/`."""
+    other = [" ", " = Robert Boulter = ", " ", " Robert Boulter is an English actor . ", " "]
+    write_zip(path, {"wikitext-103-raw/wiki.train.raw": _text(WIKITEXT_TRAIN),
+                     "wikitext-103-raw/wiki.valid.raw": _text(other),
+                     "wikitext-103-raw/wiki.test.raw": _text(other)})
 
 
 def build_releases(root: Path) -> None:
@@ -153,11 +186,8 @@ def build_releases(root: Path) -> None:
     for lang in ("ro", "en"):
         _write(data / f"rsennrich/wmt16_backtranslations/ro-en/corpus.bt.ro-en.{lang}.gz",
                gzip.compress(_text(lines(lang, 12, 200))))
-    zipped = root / "opus/OPUS-SETIMES/v2/moses/en-ro.txt.zip"
-    zipped.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(zipped, "w") as archive:
-        for lang in ("ro", "en"):
-            archive.writestr(f"SETIMES.en-ro.{lang}", _text(lines(lang, 8, 300)))
+    write_zip(root / "opus/OPUS-SETIMES/v2/moses/en-ro.txt.zip",
+              {f"SETIMES.en-ro.{lang}": _text(lines(lang, 8, 300)) for lang in ("ro", "en")})
     task18 = data / "wmt18/translation-task"
     write_tar(task18 / "training-parallel-nc-v13.tgz", {
         f"training-parallel-nc-v13/news-commentary-v13.zh-en.{lang}": _text(lines(lang, 6))
@@ -174,6 +204,7 @@ def build_releases(root: Path) -> None:
                                                    for i in range(count)])
         giga[f"org_data/{split}.tgt.txt"] = _text([f"headline {i}" for i in range(count)])
     write_tar(root / "gigaword/uc", giga)  # served at the Google Drive URL's path
+    wikitext_archive(root / "wikitext/wikitext-103-raw-v1.zip")
     for name, count in (("train", 25), ("val", 5), ("test_2016_flickr", 4)):
         for lang in ("de", "en"):
             _write(root / f"multi30k/{name}.{lang}.gz",

@@ -222,9 +222,10 @@ def test_smoke_config_shrinks_sizes_but_keeps_the_dag():
     default_cfg = nmtconfig.load_config([DEFAULT])
     smoke_cfg = nmtconfig.load_config([DEFAULT, SMOKE])
     smoke = nmtconfig.check(smoke_cfg, SCHEMA)
-    # the smoke tables: the default's plus the toy world's own table and figure
+    # the smoke tables: the default's plus the toy world's own table and figure, and AB-Net's
+    # back-translation sweep
     assert set(smoke_cfg["tables"]) == {*default_cfg["tables"], "toyworld.table1",
-                                        "toyworld.figure1"}
+                                        "toyworld.figure1", "abnet2020.figure3b"}
     default_cfg["tables"] = smoke_cfg["tables"]
     assert _runs(smoke) == _runs(nmtconfig.check(default_cfg, SCHEMA))
     assert smoke_cfg["datasets"]["toy"]["lowercase"] is False  # kept from config.yaml

@@ -47,9 +47,10 @@ EXPECTED = {
 
 
 def dataset_specs() -> dict:
+    """The datasets above, and iwslt14-en-de, which IWSLT14 De-En's back-translation names."""
     specs = {**PAPER["datasets"], **DEFAULT["datasets"]}
     return {name: {k: v for k, v in specs[name].items() if k != "checkpoints"}
-            for name in EXPECTED}
+            for name in [*EXPECTED, "iwslt14-en-de"]}
 
 
 def snakemake(workdir: Path, configfile: Path, *targets: str) -> subprocess.CompletedProcess:
@@ -75,7 +76,8 @@ def prepared(releases, tmp_path_factory):
     config = server_config(root, server.url, workdir / "server.yaml",
                            {"datasets": dataset_specs()})
     result = snakemake(workdir, config,
-                       *(f"data/{name}/prepared/manifest.json" for name in EXPECTED))
+                       *(f"data/{name}/prepared/manifest.json" for name in EXPECTED),
+                       "data/iwslt14-de-en/prepared/mono.tgt")
     assert result.returncode == 0, result.stderr[-4000:]
     return workdir
 
@@ -100,6 +102,21 @@ def test_every_recipe_prepares_its_splits_with_a_manifest(prepared, name):
         source_file = label.split("::")[0]
         downloaded = prepared / "data" / "downloads" / source_file
         assert digest == hashlib.sha256(downloaded.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_the_monolingual_corpus_is_downloaded_and_prepared_like_the_target_side(prepared):
+    """IWSLT14 De-En back-translates English Wikipedia: the rule prepare_monolingual makes
+    sentences from the served WikiText archive, lowercased and Moses-tokenized as IWSLT14's
+    English side is."""
+    folder = prepared / "data" / "iwslt14-de-en" / "prepared"
+    mono = read(folder / "mono.tgt")
+    manifest = json.loads((folder / "mono.tgt.manifest.json").read_text())
+    assert manifest["corpus"] == "english-wikipedia" and len(mono) >= 5
+    assert manifest["sha256"] == hashlib.sha256(
+        (folder / "mono.tgt").read_bytes()).hexdigest()
+    assert "senjō no valkyria 3 is a tactical role-playing game ." in mono
+    assert all(line == line.lower() and "@" not in line and "=" not in line for line in mono)
 
 
 @pytest.mark.slow

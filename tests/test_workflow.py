@@ -103,6 +103,37 @@ def test_one_figure_of_each_kind_in_png_and_pdf(finished):
             assert path.stat().st_size > 1000, path
 
 
+def test_back_translation_trains_on_the_reverse_runs_translations(finished):
+    """Figure 3b: a Transformer on the toy world read backwards translates the first lines of
+    the target-side monolingual text; each run adds its own first N pairs."""
+    plan = smoke_plan()
+    toy, reverse = finished / "data" / "toy" / "prepared", finished / "data" / "toy-reverse"
+    for split in ("train", "valid"):
+        for side, other in (("src", "tgt"), ("tgt", "src")):
+            assert (reverse / "prepared" / f"{split}.{side}").read_bytes() == (
+                toy / f"{split}.{other}").read_bytes()
+    mono = (toy / "mono.tgt").read_text().splitlines()
+    bt = plan.back_translation("toy", "abnet-bt-mask-predict-2m")
+    synthetic = (finished / bt.file("toy", 1)).read_text().splitlines()
+    assert bt.sentences == 400 and len(synthetic) == 400 < len(mono)
+    record = json.loads((finished / bt.file("toy", 1).replace(".txt", ".json")).read_text())
+    assert record["decoding"] == "beam" and record["beam"] == 2  # the reverse run's settings
+    text = (finished / "results" / "tables.md").read_text()
+    for experiment, n in (("abnet-bt-mask-predict-500k", 100), ("abnet-bt-mask-predict-2m", 400)):
+        run, _ = run_dir(finished, experiment)
+        config = json.loads((run / "config.json").read_text())
+        assert config["experiment"]["bt_sentences"] == n
+        assert config["paths"]["bt_src"] == bt.file("toy", 1)
+        assert config["paths"]["bt_tgt"] == "data/toy/prepared/mono.tgt"
+        kept = sum(1 for line in synthetic[:n] if line.strip())
+        assert f"training on {kept} back-translated pairs" in (
+            finished / "logs" / "train" / "toy" / experiment / "seed1.log").read_text()
+    metrics = json.loads((finished / bt.reverse.run_dir(1) /
+                          f"metrics.test.{bt.reverse.tag}.json").read_text())
+    assert (f"translated by results/runs/toy-reverse/{bt.reverse.run} (transformer-base; test "
+            f"BLEU {metrics['bleu']['tokenized']:.2f})") in text
+
+
 def test_report_html_contains_tables_and_figures(finished):
     result = snakemake(finished, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -217,6 +248,10 @@ def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
     out = result.stdout
     assert "dataset=wmt14-en-de, experiment=transformer-base, seed=1" in out
     assert "dataset=iwslt14-de-en, experiment=transformer-base, seed=1" in out
+    # Figure 3b: IWSLT14 En-De's Transformer back-translates 2M English Wikipedia sentences
+    assert "dataset=iwslt14-en-de, experiment=transformer-base, seed=1" in out
+    assert "forward=iwslt14-de-en, sentences=2000000" in out
+    assert "rule prepare_monolingual:" in out or "localrule prepare_monolingual:" in out
     assert "rule prepare:" in out or "localrule prepare:" in out
     assert "results/figures/abnet2020.figure2.png" in out
     # the papers' BERTs are snapshotted from the hub once, and the BERT methods train on them
