@@ -32,6 +32,8 @@ NOT_IMPLEMENTED = "not implemented"
 # Settings that describe an experiment but do not change its training.
 NOT_TRAINING = {"description", "decode"}
 # Settings the papers use that no code serves yet: an experiment using one is not implemented.
+# (`back_translation: true`: trained with a published back-translated corpus, e.g. Caswell et
+# al.'s 24M WMT14 pairs; back-translating in the DAG is `bt_sentences`.)
 SETTINGS_NOT_BUILT = {"back_translation"}
 DECODE_DEFAULTS = {"max_len_a": 1.2, "max_len_b": 10, "length_beam": 4, "iterations": 10}
 # Beam-search settings named in a tag only when they differ from their default.
@@ -240,9 +242,9 @@ class Plan:
                              f"'datasets.{dataset}.back_translation' is not set")
         reverse = self.run_cell(spec["reverse"], spec["model"],
                                 f"config key 'datasets.{dataset}.back_translation'")
-        return BackTranslation(reverse, self._back_translated_sentences(dataset))
+        return BackTranslation(reverse, self.back_translated_sentences(dataset))
 
-    def _back_translated_sentences(self, dataset: str) -> int:
+    def back_translated_sentences(self, dataset: str) -> int:
         """The largest `bt_sentences` of any implemented experiment on the dataset (fixed by
         the catalogue, so asking for another table never re-translates)."""
         return max(self.train_settings(dataset, e).get("bt_sentences", 0)

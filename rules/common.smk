@@ -70,6 +70,15 @@ def reversed_input(wildcards):
     return prepared(dataset_spec(wildcards)["of"], f"{wildcards.part}.{other}")
 
 
+def target_monolingual(dataset):
+    """The target-side monolingual text a dataset back-translates: a toy world's own (also
+    read backwards), or the corpus prepared for a real dataset (beside `prepared/`, which
+    `prepare` replaces as a whole)."""
+    if generated(dataset):
+        return prepared(dataset, "mono.tgt")
+    return f"data/{dataset}/monolingual/mono.tgt"
+
+
 def monolingual_datasets():
     """Real datasets whose back-translation reads a prepared monolingual corpus."""
     return [d for d in real_datasets() if "corpus" in config["datasets"][d].get(
@@ -158,7 +167,7 @@ def train_inputs(wildcards):
     back_translation = PLAN.back_translation(d, wildcards.experiment)
     if back_translation is not None:
         inputs["bt_src"] = back_translation.file(d, wildcards.seed)
-        inputs["bt_tgt"] = prepared(d, "mono.tgt")
+        inputs["bt_tgt"] = target_monolingual(d)
     return inputs
 
 

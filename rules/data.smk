@@ -86,16 +86,18 @@ rule reverse_dataset:
 
 
 # The target-side monolingual corpus a real dataset back-translates (datasets.<d>.back_translation
-# .corpus), processed like the dataset's own target side.
+# .corpus), processed like the dataset's own target side: its first sentences, as many as the
+# dataset's largest bt_sentences.
 rule prepare_monolingual:
     input:
         monolingual_inputs,
     output:
-        mono=prepared("{dataset}", "mono.tgt"),
-        manifest=prepared("{dataset}", "mono.tgt.manifest.json"),
+        mono="data/{dataset}/monolingual/mono.tgt",
+        manifest="data/{dataset}/monolingual/mono.tgt.manifest.json",
     params:
         spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
         corpus=lambda w: dataset_spec(w)["back_translation"]["corpus"],
+        sentences=lambda w: PLAN.back_translated_sentences(w.dataset),
         downloads=DOWNLOADS_DIR,
     conda:
         "../envs/text.yaml"
@@ -109,7 +111,8 @@ rule prepare_monolingual:
         runtime=resource("prepare", "runtime"),
     shell:
         "python -m nmtbench monolingual --dataset {wildcards.dataset:q} --spec {params.spec:q} "
-        "--corpus {params.corpus:q} --downloads {params.downloads:q} --out {output.mono:q} "
+        "--corpus {params.corpus:q} --max-sentences {params.sentences} "
+        "--downloads {params.downloads:q} --out {output.mono:q} "
         "--workers {threads} > {log:q} 2>&1"
 
 

@@ -53,7 +53,7 @@ use rule decode as distill with:
 use rule decode as backtranslate with:
     input:
         summary=run_file("train_summary.json"),
-        src=lambda w: prepared(w.forward, "mono.tgt"),
+        src=lambda w: target_monolingual(w.forward),
     output:
         hyp=run_file("backtranslate.{forward}.{sentences}.{tag}.txt"),
         info=run_file("backtranslate.{forward}.{sentences}.{tag}.json"),

@@ -77,7 +77,7 @@ def prepared(releases, tmp_path_factory):
                            {"datasets": dataset_specs()})
     result = snakemake(workdir, config,
                        *(f"data/{name}/prepared/manifest.json" for name in EXPECTED),
-                       "data/iwslt14-de-en/prepared/mono.tgt")
+                       "data/iwslt14-de-en/monolingual/mono.tgt")
     assert result.returncode == 0, result.stderr[-4000:]
     return workdir
 
@@ -109,7 +109,7 @@ def test_the_monolingual_corpus_is_downloaded_and_prepared_like_the_target_side(
     """IWSLT14 De-En back-translates English Wikipedia: the rule prepare_monolingual makes
     sentences from the served WikiText archive, lowercased and Moses-tokenized as IWSLT14's
     English side is."""
-    folder = prepared / "data" / "iwslt14-de-en" / "prepared"
+    folder = prepared / "data" / "iwslt14-de-en" / "monolingual"
     mono = read(folder / "mono.tgt")
     manifest = json.loads((folder / "mono.tgt.manifest.json").read_text())
     assert manifest["corpus"] == "english-wikipedia" and len(mono) >= 5
