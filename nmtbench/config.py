@@ -163,6 +163,13 @@ def resolve_reversed(datasets: dict[str, Any]) -> None:
         datasets[name] = {**inherited, **spec}
 
 
+def generated(datasets: dict[str, Any], name: str) -> bool:
+    """Is the dataset a toy world, or one read the other way round? (It then has monolingual
+    text of its own on both sides.)"""
+    spec = datasets[name]
+    return "toyworld" in (spec["kind"], datasets.get(spec.get("of"), {}).get("kind"))
+
+
 def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:
     """The reverse model must be an autoregressive experiment on a dataset translating this
     one's target language into its source language; real data names its monolingual corpus."""
@@ -185,9 +192,7 @@ def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) ->
             or plan.decoding(bt["reverse"], model) != "at"):
         raise InputError(f"{where}.model': {model!r} is not an implemented autoregressive "
                          "experiment")
-    has_own_text = spec["kind"] == "toyworld" or (
-        spec["kind"] == "reversed" and datasets[spec["of"]]["kind"] == "toyworld")
-    if has_own_text:
+    if generated(datasets, dataset):
         if "corpus" in bt:
             raise InputError(f"{where}.corpus': a toy world back-translates its own "
                              "monolingual corpus; remove the key")

@@ -50,16 +50,10 @@ def datasets_either(names):
     return "|".join(re.escape(d) for d in names) or "^$"
 
 
-def generated(dataset):
-    """Is the dataset a toy world, or one read the other way round?"""
-    spec = config["datasets"][dataset]
-    return "toyworld" in (spec["kind"], config["datasets"].get(spec.get("of"), {}).get("kind"))
-
-
 def tokenizer_corpora(wildcards):
     """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
     corpora = [prepared(wildcards.dataset, f"train.{wildcards.side}")]
-    if generated(wildcards.dataset):
+    if nmtconfig.generated(config["datasets"], wildcards.dataset):
         corpora.insert(0, prepared(wildcards.dataset, f"mono.{wildcards.side}"))
     return corpora
 
@@ -74,7 +68,7 @@ def target_monolingual(dataset):
     """The target-side monolingual text a dataset back-translates: a toy world's own (also
     read backwards), or the corpus prepared for a real dataset (beside `prepared/`, which
     `prepare` replaces as a whole)."""
-    if generated(dataset):
+    if nmtconfig.generated(config["datasets"], dataset):
         return prepared(dataset, "mono.tgt")
     return f"data/{dataset}/monolingual/mono.tgt"
 
