@@ -23,10 +23,9 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from nmtbench.corpora import Part, read_part
 from nmtbench.download import sha256_of
 from nmtbench.errors import InputError
 from nmtbench.fileio import write_json, write_lines
+from nmtbench.parallel import ordered_map
 from nmtbench.recipes import DOWNLOADS_DIR, process_side, recipe_for
 
 log = logging.getLogger(__name__)
@@ -165,14 +165,11 @@ def prepare_monolingual(name: str, spec: dict[str, Any], corpus: str, downloads:
 @contextmanager
 def _processed(paragraphs: list[str], work: Callable[[list[str]], list[list[str]]],
                workers: int) -> Iterator[Iterator[list[str]]]:
-    """Each paragraph's processed sentences, in order, computed lazily (chunk by chunk); with
-    workers, the processes still running are stopped when the caller is done."""
-    chunks = (paragraphs[i : i + CHUNK] for i in range(0, len(paragraphs), CHUNK))
-    if workers > 1 and len(paragraphs) > CHUNK:
-        with Pool(workers) as pool:
-            yield (sentences for done in pool.imap(work, chunks) for sentences in done)
-    else:
-        yield (sentences for done in map(work, chunks) for sentences in done)
+    """Each paragraph's processed sentences, in order, computed lazily (a round of chunks at a
+    time); the worker processes are released when the caller is done."""
+    chunks = [paragraphs[i : i + CHUNK] for i in range(0, len(paragraphs), CHUNK)]
+    with closing(ordered_map(work, chunks, workers)) as done:
+        yield (sentences for chunk in done for sentences in chunk)
 
 
 def _process_chunk(paragraphs: list[str], name: str, spec: dict[str, Any],

@@ -12,9 +12,10 @@ import re
 import unicodedata
 from collections import Counter
 from functools import partial
-from multiprocessing import Pool
 
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+from nmtbench.parallel import ordered_map
 
 CHUNK = 2000  # sentences per worker task: large enough to amortise pickling
 
@@ -36,12 +37,7 @@ def moses_tokenize(lines: list[str], lang: str, normalize_punct: bool = False,
     after the WMT scripts' punctuation normalisation; in parallel over `workers` processes."""
     chunks = [lines[i : i + CHUNK] for i in range(0, len(lines), CHUNK)]
     work = partial(_tokenize_chunk, lang=lang, normalize_punct=normalize_punct)
-    if workers > 1 and len(chunks) > 1:
-        with Pool(workers) as pool:
-            done = pool.map(work, chunks)
-    else:
-        done = [work(chunk) for chunk in chunks]
-    return [line for chunk in done for line in chunk]
+    return [line for chunk in ordered_map(work, chunks, workers) for line in chunk]
 
 
 def remove_non_printing(line: str) -> str:

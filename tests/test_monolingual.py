@@ -6,6 +6,7 @@ through the CLI as the workflow's rules run it."""
 import hashlib
 import json
 import logging
+import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,7 @@ def test_max_sentences_keeps_the_first_and_reads_no_further(downloads, tmp_path,
                                        workers=workers, max_sentences=n)
         assert read(out) == EXPECTED[:n]
         assert (manifest["sentences"], manifest["paragraphs"]) == (n, paragraphs)
+        assert multiprocessing.active_children() == []  # stopped early, no worker left
     full = prepare_monolingual("iwslt14-de-en", IWSLT14, CORPUS, downloads,
                                tmp_path / "mono.all", workers=workers)
     assert read(tmp_path / "mono.all") == EXPECTED and full["paragraphs"] == 4
