@@ -45,6 +45,11 @@ use rule decode as distill with:
         info=run_file("distill.train.{tag}.json"),
     log:
         "logs/distill/{dataset}/{experiment}/seed{seed}.{tag}.log",
+    threads: resource("translate", "threads")
+    resources:
+        mem_mb=resource("translate", "mem_mb"),
+        runtime=resource("translate", "runtime"),
+        gpu=resource("translate", "gpu"),
 
 
 # Back-translation (Sennrich et al. 2016): a reverse-direction run translates the first
@@ -65,6 +70,11 @@ use rule decode as backtranslate with:
         first=lambda w: f"--max-lines {w.sentences}",
     log:
         "logs/backtranslate/{dataset}/{experiment}/seed{seed}.{forward}.{sentences}.{tag}.log",
+    threads: resource("translate", "threads")
+    resources:
+        mem_mb=resource("translate", "mem_mb"),
+        runtime=resource("translate", "runtime"),
+        gpu=resource("translate", "gpu"),
     wildcard_constraints:
         forward=r"[A-Za-z0-9_.-]+",
         sentences=r"\d+",

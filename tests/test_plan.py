@@ -132,7 +132,7 @@ def make_config(**changes):
                    "average_last": 0},
         "analysis": {"bootstrap_samples": 10, "latency_sentences": 1},
         "resources": {r: {"threads": 1, "mem_mb": 1, "runtime": 1, "gpu": 0}
-                      for r in ("train", "decode")},
+                      for r in ("train", "decode", "translate")},
     }
     cfg.update(changes)
     return cfg

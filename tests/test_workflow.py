@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -257,3 +258,21 @@ def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
     # the papers' BERTs are snapshotted from the hub once, and the BERT methods train on them
     assert "data/pretrained/bert-base-uncased/config.json" in out
     assert "dataset=iwslt14-en-de, experiment=bertfused-bert-init-encoder, seed=1" in out
+    # translating a training set or a corpus gets a day (resources.translate), a test set 2 h
+    resources = job_resources(out)
+    assert resources["distill"] == resources["backtranslate"] == {"runtime": "1440", "gpu": "1",
+                                                                  "mem_mb": "16000"}
+    assert resources["decode"] == {"runtime": "120", "gpu": "1", "mem_mb": "16000"}
+
+
+def job_resources(dry_run: str) -> dict[str, dict[str, str]]:
+    """Each rule's runtime, gpu and mem_mb as a dry run prints them (one job's, and every job of
+    a rule has the same)."""
+    found, rule = {}, None
+    for line in dry_run.splitlines():
+        if match := re.match(r"(?:local)?rule (\w+):$", line):
+            rule = match[1]
+        elif line.startswith("    resources: ") and rule is not None:
+            pairs = dict(item.split("=", 1) for item in line.split(": ", 1)[1].split(", "))
+            found.setdefault(rule, {k: pairs.get(k) for k in ("runtime", "gpu", "mem_mb")})
+    return found
