@@ -209,7 +209,7 @@ class ABNet(ConditionalMaskedLM):
     def __init__(self, cfg: TransformerConfig, settings: dict[str, Any], src_bert: nn.Module,
                  tgt_bert: nn.Module | None, src_vocab: Vocab, tgt_vocab: Vocab):
         width = src_bert.config.hidden_size
-        super().__init__(replace(cfg, encoder_layers=0,
+        super().__init__(replace(cfg, encoder_layers=0, src_bos=True,  # BERT reads [CLS] x [SEP]
                                  decoder_layers=0 if tgt_bert is not None else cfg.decoder_layers),
                          src_vocab, tgt_vocab, memory_dim=width)
         del self.src_embed  # the BERT reads the source
@@ -272,7 +272,7 @@ class ABNetEncAT(Transformer):
 
     def __init__(self, cfg: TransformerConfig, settings: dict[str, Any], src_bert: nn.Module,
                  src_vocab: Vocab, tgt_vocab: Vocab):
-        super().__init__(replace(cfg, encoder_layers=0), src_vocab, tgt_vocab,
+        super().__init__(replace(cfg, encoder_layers=0, src_bos=True), src_vocab, tgt_vocab,
                          memory_dim=src_bert.config.hidden_size)
         del self.src_embed
         self.encoder_norm = nn.Identity()

@@ -52,7 +52,8 @@ class BertEncoderTransformer(Transformer):
         width = bert.config.hidden_size
         check_vocab(src_vocab.size, bert, "source")
         as_embeddings = bert_output_as == "embeddings"
-        super().__init__(replace(cfg, encoder_layers=cfg.encoder_layers if as_embeddings else 0),
+        super().__init__(replace(cfg, encoder_layers=cfg.encoder_layers if as_embeddings else 0,
+                                 src_bos=True),  # the BERT reads [CLS] x [SEP]
                          src_vocab, tgt_vocab, memory_dim=None if as_embeddings else width)
         del self.src_embed  # the BERT's embeddings read the source
         self.as_embeddings = as_embeddings

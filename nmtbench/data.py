@@ -12,6 +12,7 @@ import torch
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines
 from nmtbench.method import Batch
+from nmtbench.tokenization import encode_sources
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -49,7 +50,8 @@ def read_back_translations(src_path: str | Path, tgt_path: str | Path,
 
 @dataclass
 class ParallelData:
-    """Encoded sentence pairs: source [CLS] x [SEP], target [CLS] y [SEP]."""
+    """Encoded sentence pairs: source [CLS] x [SEP] or x [SEP] (`src_bos`), target
+    [CLS] y [SEP]."""
 
     src: list[list[int]]
     tgt: list[list[int]]
@@ -62,19 +64,21 @@ class ParallelData:
     @classmethod
     def load(cls, src_path: str | Path, tgt_path: str | Path, src_tok: PreTrainedTokenizerBase,
              tgt_tok: PreTrainedTokenizerBase, max_positions: int | None = None,
-             limit: int | None = None) -> ParallelData:
+             limit: int | None = None, src_bos: bool = True) -> ParallelData:
         """Read, encode and (fairseq practice) drop pairs longer than max_positions, logged."""
         src_lines, tgt_lines = read_parallel(src_path, tgt_path)
         if limit is not None:
             src_lines, tgt_lines = src_lines[:limit], tgt_lines[:limit]
-        return cls.encode(src_lines, tgt_lines, src_tok, tgt_tok, max_positions, str(src_path))
+        return cls.encode(src_lines, tgt_lines, src_tok, tgt_tok, max_positions, str(src_path),
+                          src_bos)
 
     @classmethod
     def encode(cls, src_lines: list[str], tgt_lines: list[str],
                src_tok: PreTrainedTokenizerBase, tgt_tok: PreTrainedTokenizerBase,
-               max_positions: int | None, name: str) -> ParallelData:
-        """Encode aligned lines, dropping (and logging) pairs longer than max_positions."""
-        src = src_tok(src_lines, add_special_tokens=True)["input_ids"]
+               max_positions: int | None, name: str, src_bos: bool = True) -> ParallelData:
+        """Encode aligned lines, dropping (and logging) pairs longer than max_positions;
+        `src_bos`: whether sources start with [CLS] (`nmtbench.tokenization.encode_sources`)."""
+        src = encode_sources(src_tok, src_lines, src_bos)
         tgt = tgt_tok(tgt_lines, add_special_tokens=True)["input_ids"]
         if max_positions is not None:
             keep = [i for i in range(len(src))
@@ -89,11 +93,13 @@ class ParallelData:
         return ParallelData(self.src + other.src, self.tgt + other.tgt, self.src_pad,
                             self.tgt_pad)
 
-    def batches(self, max_tokens: int, shuffle_seed: int | None = None) -> list[list[int]]:
-        """Token batches of pairs sorted by (target, source) length, as fairseq orders them."""
-        order = sorted(range(len(self)), key=lambda i: (len(self.tgt[i]), len(self.src[i]), i))
-        lengths = [max(len(s), len(t)) for s, t in zip(self.src, self.tgt, strict=True)]
-        return token_batches(order, lengths, max_tokens, shuffle_seed)
+    def batches(self, max_tokens: int, shuffle_seed: int | None = None,
+                multiple: int = 1) -> list[list[int]]:
+        """Token batches of pairs sorted by (source, target) length, as fairseq orders them;
+        an example counts as its longer padded tensor (source, or the decoder's input)."""
+        order = sorted(range(len(self)), key=lambda i: (len(self.src[i]), len(self.tgt[i]), i))
+        lengths = [max(len(s), len(t) - 1) for s, t in zip(self.src, self.tgt, strict=True)]
+        return token_batches(order, lengths, max_tokens, shuffle_seed, multiple)
 
     def target_tokens(self, indices: list[int]) -> int:
         """The batch's non-padding target tokens (y [SEP]): what its loss is averaged over."""
@@ -109,22 +115,39 @@ class ParallelData:
 
 
 def token_batches(order: list[int], lengths: list[int], max_tokens: int,
-                  shuffle_seed: int | None = None) -> list[list[int]]:
+                  shuffle_seed: int | None = None, multiple: int = 1) -> list[list[int]]:
     """Group examples of similar length so that no batch exceeds max_tokens (padded).
 
-    As fairseq does: walk the examples in length order, fill batches greedily, then shuffle
-    the batch order with a generator seeded per epoch, so that a resumed run sees the same
-    batches in the same order.
+    As fairseq's `batch_by_size` does: walk the examples in length order and fill batches
+    greedily; a full batch of `multiple` or more sentences is cut back to a multiple of
+    `multiple` (fairseq's --required-batch-size-multiple, 8 by default) and the examples cut
+    off start the next one (at the end, they are the last batch). Then the batch order is
+    shuffled with a generator seeded per epoch, so that a resumed run sees the same batches in
+    the same order.
     """
-    batches, current, longest = [], [], 0
+    def full(longest: int, size: int) -> bool:
+        return longest * size > max_tokens
+
+    def cut(batch: list[int]) -> int:  # how many of a closed batch's examples it keeps
+        return len(batch) - len(batch) % multiple if len(batch) >= multiple else len(batch)
+
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0  # of current
     for i in order:
-        if current and max(longest, lengths[i]) * (len(current) + 1) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
+        if current and full(max(longest, lengths[i]), len(current) + 1):
+            keep = cut(current)
+            batches.append(current[:keep])
+            current = current[keep:]  # fewer than `multiple`
+            longest = max((lengths[j] for j in current), default=0)
+            if current and full(max(longest, lengths[i]), len(current) + 1):
+                batches.append(current)
+                current, longest = [], 0
         current.append(i)
         longest = max(longest, lengths[i])
-    if current:
-        batches.append(current)
+    if current:  # the last batch, cut the same way; what it cuts off is a batch of its own
+        keep = cut(current)
+        batches += [b for b in (current[:keep], current[keep:]) if b]
     if shuffle_seed is not None:
         generator = torch.Generator().manual_seed(shuffle_seed)
         batches = [batches[j] for j in torch.randperm(len(batches), generator=generator)]

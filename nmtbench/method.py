@@ -46,6 +46,9 @@ class Method(nn.Module):
     """Base class of every method (see DESIGN.md section 4)."""
 
     decoding: ClassVar[str] = "beam"  # "beam" (autoregressive) or "mask_predict"
+    # Whether the model reads sources as [CLS] x [SEP] (a BERT does) or as x [SEP] (fairseq's
+    # Transformer reads x </s>); the trainer and the decoders encode sources to match.
+    source_bos: bool = True
     # The values of the experiment setting `decoding` it accepts: at (beam), nat (mask-predict).
     decodings: ClassVar[tuple[str, ...]] = ("at",)
 

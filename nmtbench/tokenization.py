@@ -65,6 +65,16 @@ def vocab_of(tokenizer: PreTrainedTokenizerBase) -> Vocab:
     return Vocab(size=len(tokenizer), **ids)
 
 
+def encode_sources(tokenizer: PreTrainedTokenizerBase, lines: list[str],
+                   bos: bool) -> list[list[int]]:
+    """Source ids as the model reads them: BERT's `[CLS] x [SEP]` when it reads a BOS (the BERT
+    methods), else `x [SEP]`, as fairseq's Transformer reads `x </s>`."""
+    if bos:
+        return tokenizer(lines, add_special_tokens=True)["input_ids"]
+    return [ids + [tokenizer.sep_token_id]
+            for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]]
+
+
 def decode(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> str:
     """Word-level text: WordPiece continuations joined, other tokens separated by one space.
 

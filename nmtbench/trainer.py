@@ -49,6 +49,9 @@ class TrainConfig:
 
     seed: int = 1
     max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
+    # a full batch is cut back to a multiple of this many sentences (fairseq's
+    # --required-batch-size-multiple; 1 fills batches greedily up to max_tokens)
+    batch_size_multiple: int = 8
     update_freq: int = 1  # batches each process accumulates per update (fairseq --update-freq)
     lr: float = 5e-4
     warmup_updates: int = 4000
@@ -78,7 +81,9 @@ class TrainConfig:
 
 
 def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up from warmup_init_lr to lr, then lr * sqrt(warmup / step) (fairseq)."""
+    """The rate after `step` updates: linear warm-up from warmup_init_lr to lr, then
+    lr * sqrt(warmup / step) (fairseq's inverse_sqrt). As in fairseq, update k is made with the
+    rate after k - 1 updates, so the first one uses warmup_init_lr."""
     if step < cfg.warmup_updates:
         return cfg.warmup_init_lr + (cfg.lr - cfg.warmup_init_lr) * step / cfg.warmup_updates
     return cfg.lr * math.sqrt(cfg.warmup_updates / max(step, 1))
@@ -98,17 +103,19 @@ class Trainer:
         self.device = self.world.device(requested)
         self.src_tok = load_tokenizer(paths["src_tokenizer"])
         self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
-        self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,
-                                            self.tgt_tok, self.tc.max_positions,
-                                            limit=self.tc.train_pairs)
-        if self.tc.bt_sentences:
-            self.train_data += self._back_translations()
-        self.valid_data = ParallelData.load(paths["valid_src"], paths["valid_tgt"], self.src_tok,
-                                            self.tgt_tok, self.tc.max_positions)
         torch.manual_seed(self.tc.seed)
         method = get_method(cfg["method"])
         self.model: Method = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
                                           paths.get("pretrained", {})).to(self.device)
+        self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,
+                                            self.tgt_tok, self.tc.max_positions,
+                                            limit=self.tc.train_pairs,
+                                            src_bos=self.model.source_bos)
+        if self.tc.bt_sentences:
+            self.train_data += self._back_translations()
+        self.valid_data = ParallelData.load(paths["valid_src"], paths["valid_tgt"], self.src_tok,
+                                            self.tgt_tok, self.tc.max_positions,
+                                            src_bos=self.model.source_bos)
         self.synced = None  # the DistributedDataParallel wrapper when there are several processes
         if self.world.size > 1:
             self.synced = torch.nn.parallel.DistributedDataParallel(
@@ -186,7 +193,7 @@ class Trainer:
     def _train_step(self, group: list[list[int]]) -> dict[str, float]:
         """One update over `group` (world size x update_freq batches, fewer at an epoch's end)."""
         self.model.train()
-        lr = inverse_sqrt_lr(self.step + 1, self.tc)
+        lr = inverse_sqrt_lr(self.step, self.tc)
         for param_group in self.optimizer.param_groups:
             param_group["lr"] = lr
         tokens = sum(self.train_data.target_tokens(indices) for indices in group)
@@ -225,7 +232,8 @@ class Trainer:
         process scores its share of the batches."""
         self.model.eval()
         total, tokens = 0.0, 0
-        batches = self.valid_data.batches(self.tc.max_tokens)
+        batches = self.valid_data.batches(self.tc.max_tokens,
+                                          multiple=self.tc.batch_size_multiple)
         for indices in batches[self.world.rank::self.world.size]:
             batch = self.valid_data.collate(indices).to(self.device)
             with self._autocast():
@@ -275,6 +283,10 @@ class Trainer:
                 or (self.tc.max_updates and self.step >= self.tc.max_updates)
                 or (self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
 
+    def _batches(self, shuffle_seed: int | None = None) -> list[list[int]]:
+        return self.train_data.batches(self.tc.max_tokens, shuffle_seed,
+                                       self.tc.batch_size_multiple)
+
     def _back_translations(self) -> ParallelData:
         if "bt_src" not in self.paths:
             raise InputError(f"bt_sentences is {self.tc.bt_sentences} but no back-translated "
@@ -283,7 +295,7 @@ class Trainer:
                                           self.tc.bt_sentences)
         log.info("training on %d back-translated pairs besides the parallel data", len(src))
         return ParallelData.encode(src, tgt, self.src_tok, self.tgt_tok, self.tc.max_positions,
-                                   self.paths["bt_src"])
+                                   self.paths["bt_src"], self.model.source_bos)
 
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -309,12 +321,12 @@ class Trainer:
         done = self.epoch > self.tc.max_epochs or bool(
             self.tc.max_updates and self.step >= self.tc.max_updates)
         per_update = self.world.size * self.tc.update_freq
-        epoch_updates = math.ceil(len(self.train_data.batches(self.tc.max_tokens)) / per_update)
+        epoch_updates = math.ceil(len(self._batches()) / per_update)
         total = self.tc.max_updates or self.tc.max_epochs * epoch_updates
         with tqdm(total=total, initial=self.step, desc=f"train {self.run_dir}", unit="step",
                   mininterval=5, disable=None if self.world.is_main else True) as bar:
             while not done:
-                batches = self.train_data.batches(self.tc.max_tokens, self.tc.seed + self.epoch)
+                batches = self._batches(self.tc.seed + self.epoch)
                 for first in range(self.offset, len(batches), per_update):
                     group = batches[first:first + per_update]
                     start = time.perf_counter()

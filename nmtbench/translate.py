@@ -18,7 +18,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Method
-from nmtbench.tokenization import decode, load_tokenizer, vocab_of
+from nmtbench.tokenization import decode, encode_sources, load_tokenizer, vocab_of
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
@@ -70,7 +70,7 @@ def translate_lines(model: Method, src_tok: Any, tgt_tok: Any, lines: list[str],
                                 bos=vocab.bos, eos=vocab.eos, pad=vocab.pad, mask=vocab.mask)
     else:
         raise InputError(f"method decodes with {model.decoding!r}, which is not available")
-    encoded = src_tok(lines, add_special_tokens=True)["input_ids"]
+    encoded = encode_sources(src_tok, lines, model.source_bos)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     hyps: list[str] = [""] * len(lines)
     vocab = vocab_of(tgt_tok)

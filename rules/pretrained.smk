@@ -31,7 +31,7 @@ rule pretrain:
     log:
         "logs/pretrained/{pretrained}.pretrain.log",
     benchmark:
-        "benchmarks/pretrained/{pretrained}.tsv"
+        "logs/pretrained/{pretrained}.benchmark.tsv"
     wildcard_constraints:
         pretrained="|".join(map(re.escape, config.get("pretraining", {}))) or "^$",
     threads: resource("train", "threads")

@@ -22,7 +22,7 @@ rule train:
     log:
         "logs/train/{dataset}/{experiment}/seed{seed}.log",
     benchmark:
-        "benchmarks/train/{dataset}/{experiment}/seed{seed}.tsv"
+        "logs/train/{dataset}/{experiment}/seed{seed}.benchmark.tsv"
     threads: resource("train", "threads")
     resources:
         mem_mb=resource("train", "mem_mb"),

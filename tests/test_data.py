@@ -3,7 +3,7 @@
 import pytest
 from transformers import AutoTokenizer
 
-from nmtbench.data import ParallelData, read_parallel
+from nmtbench.data import ParallelData, read_parallel, token_batches
 from nmtbench.errors import InputError
 
 
@@ -56,8 +56,32 @@ def test_batches_cover_every_example_once_within_the_token_budget(data):
     flat = sorted(i for b in batches for i in b)
     assert flat == list(range(len(data)))
     for b in batches:
-        longest = max(max(len(data.src[i]), len(data.tgt[i])) for i in b)
+        longest = max(max(len(data.src[i]), len(data.tgt[i]) - 1) for i in b)
         assert longest * len(b) <= 300 or len(b) == 1
+
+
+# Lengths in order, and the batch sizes fairseq 0.12.2's data_utils.batch_by_size makes of them
+# with max_tokens=40 (recorded from fairseq; benchmarks/parity compares the two on random input).
+LENGTHS = [2] * 13 + [3] * 9 + [5] * 7 + [9] * 6 + [12] * 3 + [30, 40]
+
+
+@pytest.mark.parametrize("multiple, sizes", [(8, [8, 8, 8, 5, 4, 3, 2, 1, 1]),
+                                             (1, [13, 9, 7, 4, 3, 2, 1, 1])])
+def test_token_batches_are_fairseqs(multiple, sizes):
+    batches = token_batches(list(range(len(LENGTHS))), LENGTHS, 40, multiple=multiple)
+    assert [len(b) for b in batches] == sizes
+    assert [i for b in batches for i in b] == list(range(len(LENGTHS)))
+
+
+def test_batches_order_by_source_then_target_and_count_the_decoder_input():
+    """fairseq sorts by source length, then target length; an example takes as many tokens
+    as its longer tensor: the source, or the decoder input ([CLS] y, one shorter than y's
+    [CLS] y [SEP])."""
+    data = ParallelData(src=[[1, 5, 6, 2], [1, 5, 2], [1, 5, 2], [1, 5, 6, 2]],
+                        tgt=[[1, 7, 2], [1, 7, 8, 9, 2], [1, 7, 8, 2], [1, 7, 8, 2]],
+                        src_pad=0, tgt_pad=0)
+    assert [i for b in data.batches(max_tokens=100) for i in b] == [2, 1, 0, 3]
+    assert data.batches(max_tokens=8) == [[2, 1], [0, 3]]  # four tokens each, not five
 
 
 def test_batch_order_depends_only_on_the_seed(data):

@@ -23,6 +23,17 @@ def test_inverse_sqrt_schedule():
     assert inverse_sqrt_lr(400, cfg) == pytest.approx(5e-4)  # lr * sqrt(100 / 400)
 
 
+def test_update_k_uses_the_rate_after_k_minus_1_updates(toy_paths, tmp_path):
+    """fairseq sets the rate for the next update after each one, starting from
+    warmup_init_lr; the training log's `lr` is the rate the update was made with."""
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    logged = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").open()]
+    rates = {r["step"]: r["lr"] for r in logged if r.get("event") == "train"}
+    cfg = TrainConfig.from_dict(CFG)
+    assert rates[1] == pytest.approx(cfg.warmup_init_lr)
+    assert rates[3] == pytest.approx(inverse_sqrt_lr(2, cfg))
+
+
 class Killed(Exception):
     """Stands for SIGKILL: the process state is lost, only what is on disk survives."""
 

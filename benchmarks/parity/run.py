@@ -1,0 +1,401 @@
+"""The harness against fairseq 0.12.2 on identical data and settings: `results/parity.md`.
+
+    python benchmarks/parity/run.py [--seeds 1 2 3] [--models transformer cmlm]
+
+Both systems train on the embedded default's toy world (`data/toy`, made by Snakemake if
+missing), each side cut into subwords by the harness's own WordPiece tokenizers; fairseq reads
+them space-separated, binarised by `fairseq-preprocess`. Every setting comes from the default's
+resolved experiment (`transformer-base`, `abnet-mask-predict` on `toy`): the model size, the
+trainer's settings and the decoding settings are translated into fairseq's flags
+(`fairseq_train_args`), so a change to config/config.yaml changes both sides. One thread per job,
+`--jobs` jobs at a time. Both systems' outputs are scored by `nmtbench score` against the same
+references (tokenized BLEU, as the tables report it).
+
+fairseq runs from its own environment (`--fairseq-bin`, default `.venv-fairseq/bin`; build it
+with benchmarks/parity/setup_fairseq.sh or envs/fairseq.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from nmtbench.config import check, load_config  # noqa: E402
+from nmtbench.fileio import read_lines, write_json, write_lines  # noqa: E402
+
+DATASET = "toy"
+SPLITS = ("train", "valid", "test")
+# model -> (the default's experiment, fairseq's architecture)
+MODELS = {"transformer": ("transformer-base", "transformer"),
+          "cmlm": ("abnet-mask-predict", "cmlm_transformer")}
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# fairseq 0.12.2 on current Python and torch (see fairseq_site/sitecustomize.py): its checkpoints
+# are pickles that torch.load's weights_only default refuses
+FAIRSEQ_ENV = {"PYTHONPATH": str(Path(__file__).resolve().parent / "fairseq_site"),
+               "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+
+
+def run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> float:
+    """Run cmd with its output in `log`; return its wall time; fail with the log's tail."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                              env={**os.environ, **ONE_THREAD, **(env or {})}).returncode
+    if code != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({code}); {log}:\n{tail}")
+    return time.perf_counter() - start
+
+
+# --- settings ------------------------------------------------------------------------------
+OVERRIDES: dict[str, Any] = {}  # --set: the same change to both systems' settings
+
+
+def experiment_settings(experiment: str, seed: int, epochs: int | None) -> dict[str, Any]:
+    """The default's resolved training settings of `experiment` on the toy world (with
+    --set's overrides)."""
+    config = load_config([ROOT / "config" / "config.yaml"])
+    plan = check(config, ROOT / "config" / "schema.yaml", ROOT / "papers")
+    settings = plan.train_settings(DATASET, experiment, seed)
+    if epochs:
+        settings["max_epochs"] = epochs
+    settings.update(OVERRIDES)
+    settings["decode"] = {**config["decode"], **plan.experiments[experiment].get("decode", {}),
+                          **plan.overrides(DATASET, experiment).get("decode", {})}
+    return settings
+
+
+def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
+    """The harness's settings as fairseq-train flags."""
+    from methods.transformer import transformer_config
+    from nmtbench.trainer import TrainConfig
+
+    m, t = transformer_config(settings), TrainConfig.from_dict(settings)
+    args = ["--arch", arch, "--share-decoder-input-output-embed",
+            "--dropout", str(m.dropout), "--attention-dropout", str(m.attention_dropout),
+            "--activation-dropout", str(m.activation_dropout),
+            "--max-source-positions", str(t.max_positions),
+            "--max-target-positions", str(t.max_positions),
+            "--optimizer", "adam", "--adam-betas", str(tuple(t.adam_betas)),
+            "--adam-eps", str(t.adam_eps), "--weight-decay", str(t.weight_decay),
+            "--lr", str(t.lr), "--lr-scheduler", "inverse_sqrt",
+            "--warmup-updates", str(t.warmup_updates), "--warmup-init-lr", str(t.warmup_init_lr),
+            "--clip-norm", str(t.clip_norm), "--max-tokens", str(t.max_tokens),
+            "--required-batch-size-multiple", str(t.batch_size_multiple),
+            "--update-freq", str(t.update_freq), "--max-epoch", str(t.max_epochs),
+            "--seed", str(t.seed), "--cpu", "--num-workers", "0", "--log-format", "json",
+            "--log-interval", str(t.log_interval), "--no-epoch-checkpoints"]
+    for side in ("encoder", "decoder"):
+        args += [f"--{side}-embed-dim", str(m.d_model), f"--{side}-ffn-embed-dim", str(m.ffn_dim),
+                 f"--{side}-attention-heads", str(m.n_heads),
+                 f"--{side}-layers", str(getattr(m, f"{side}_layers"))]
+        if m.pre_norm:
+            args.append(f"--{side}-normalize-before")
+    if arch == "cmlm_transformer":
+        from methods.cmlm import LENGTH_LOSS_WEIGHT
+        args += ["--task", "translation_lev", "--noise", "random_mask", "--criterion", "nat_loss",
+                 "--label-smoothing", str(m.label_smoothing), "--length-loss-factor",
+                 str(LENGTH_LOSS_WEIGHT)]
+    else:
+        args += ["--criterion", "label_smoothed_cross_entropy",
+                 "--label-smoothing", str(m.label_smoothing)]
+    return args
+
+
+def fairseq_generate_args(decode: dict[str, Any], arch: str) -> list[str]:
+    if arch == "cmlm_transformer":
+        # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements
+        return ["--task", "translation_lev",
+                "--iter-decode-max-iter", str(decode["iterations"] - 1),
+                "--iter-decode-with-beam", str(decode["length_beam"]),
+                "--iter-decode-force-max-iter", "--iter-decode-eos-penalty", "0", "--beam", "1"]
+    return ["--beam", str(decode["beam"]), "--lenpen", str(decode["lenpen"]),
+            "--max-len-a", str(decode.get("max_len_a", 1.2)),
+            "--max-len-b", str(decode.get("max_len_b", 10))]
+
+
+# --- data ----------------------------------------------------------------------------------
+def prepare(work: Path, fairseq_bin: Path | None) -> Path:
+    """Subword files and (with a fairseq to run) fairseq's binarised copy of the toy world;
+    returns the data-bin."""
+    from nmtbench.tokenization import load_tokenizer
+
+    data = ROOT / "data" / DATASET
+    targets = [str(data / "tokenizer" / side / "tokenizer_config.json") for side in ("src", "tgt")]
+    if not all(Path(t).exists() for t in targets):
+        run(["snakemake", "--cores", "all", *targets], work / "logs" / "data.log")
+    sub = work / "subwords"
+    for side in ("src", "tgt"):
+        tok = load_tokenizer(data / "tokenizer" / side)
+        for split in SPLITS:
+            lines = read_lines(data / "prepared" / f"{split}.{side}")
+            write_lines(sub / f"{split}.{side}", [" ".join(tok.tokenize(x)) for x in lines])
+        # fairseq's dictionary is the harness's vocabulary (fairseq adds its own four special
+        # symbols), so both models have the same embedding tables and output classes
+        vocab = sorted(tok.get_vocab().items(), key=lambda item: item[1])
+        write_lines(sub / f"dict.{side}.txt", [f"{t} 1" for t, _ in vocab
+                                               if t not in tok.all_special_tokens])
+    bin_dir = work / "data-bin"
+    if fairseq_bin and not (bin_dir / "test.src-tgt.tgt.bin").exists():
+        run([str(fairseq_bin / "fairseq-preprocess"), "--source-lang", "src", "--target-lang",
+             "tgt", "--trainpref", str(sub / "train"), "--validpref", str(sub / "valid"),
+             "--testpref", str(sub / "test"), "--srcdict", str(sub / "dict.src.txt"),
+             "--tgtdict", str(sub / "dict.tgt.txt"), "--destdir", str(bin_dir),
+             "--workers", "1"], work / "logs" / "preprocess.log", FAIRSEQ_ENV)
+    return bin_dir
+
+
+def join_subwords(line: str) -> str:
+    """Word-level text from space-separated WordPiece tokens, as the harness writes it."""
+    return line.replace(" ##", "")
+
+
+def score(hyp: Path, ref: Path) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "nmtbench", "score", "--hyp", str(hyp), "--ref",
+                          str(ref), "--detok-lang", "en"], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    return json.loads(out)
+
+
+# --- one system, one seed ------------------------------------------------------------------
+def run_fairseq(model: str, seed: int, epochs: int | None, work: Path, bin_dir: Path,
+                fairseq_bin: Path) -> dict[str, Any]:
+    experiment, arch = MODELS[model]
+    settings = experiment_settings(experiment, seed, epochs)
+    out = work / "fairseq" / model / f"seed{seed}"
+    if not (out / "train.done").exists():  # an unfinished run starts over, for a whole log
+        shutil.rmtree(out, ignore_errors=True)
+        run([str(fairseq_bin / "fairseq-train"), str(bin_dir), "--save-dir", str(out / "ckpt"),
+             *fairseq_train_args(settings, arch)], out / "train.log", FAIRSEQ_ENV)
+        (out / "train.done").touch()
+    run([str(fairseq_bin / "fairseq-generate"), str(bin_dir), "--path",
+         str(out / "ckpt" / "checkpoint_best.pt"), "--gen-subset", "test", "--batch-size", "64",
+         "--cpu", *fairseq_generate_args(settings["decode"], arch)], out / "generate.log",
+        FAIRSEQ_ENV)
+    hyps, seconds = parse_generate(out / "generate.log")
+    write_lines(out / "hyp.test.txt", hyps)
+    epochs_log = parse_fairseq_log(out / "train.log")
+    return {"system": "fairseq", "model": model, "seed": seed, "epochs": epochs_log,
+            "updates": epochs_log[-1]["updates"],
+            "train_seconds": sum(e["train_seconds"] for e in epochs_log),
+            "decode_seconds": seconds, "sentences": len(hyps),
+            "bleu": score(out / "hyp.test.txt", ROOT / "data" / DATASET / "prepared" /
+                          "test.tgt")}
+
+
+def parse_fairseq_log(log: Path) -> list[dict[str, Any]]:
+    """Per epoch: valid loss in nats (fairseq logs bits), updates so far, training seconds."""
+    epochs, updates_per_second = [], {}
+    for line in log.read_text().splitlines():
+        m = re.search(r"\| (train|valid) \| (\{.*\})$", line)
+        if not m:
+            continue
+        rec = json.loads(m.group(2))
+        epoch = int(rec["epoch"])
+        if m.group(1) == "train":  # its train_wall is in whole seconds: use the rate
+            updates_per_second[epoch] = float(rec["train_ups"])
+        else:
+            epochs.append({"epoch": epoch, "valid_loss": float(rec["valid_loss"]) * math.log(2),
+                           "updates": int(rec["valid_num_updates"])})
+    for e, before in zip(epochs, [0] + [e["updates"] for e in epochs], strict=False):
+        e["train_seconds"] = (e["updates"] - before) / updates_per_second[e["epoch"]]
+    return epochs
+
+
+def parse_generate(log: Path) -> tuple[list[str], float]:
+    hyps, seconds = {}, math.nan
+    for line in log.read_text().splitlines():
+        if line.startswith("H-"):
+            sid, _, text = line.split("\t")
+            hyps[int(sid[2:])] = join_subwords(text)
+        m = re.search(r"Translated [\d,]+ sentences .* in ([\d.]+)s", line)
+        if m:
+            seconds = float(m.group(1))
+    return [hyps[i] for i in range(len(hyps))], seconds
+
+
+def run_harness(model: str, seed: int, epochs: int | None, work: Path) -> dict[str, Any]:
+    experiment, _ = MODELS[model]
+    settings = experiment_settings(experiment, seed, epochs)
+    decode = settings.pop("decode")
+    data = ROOT / "data" / DATASET
+    out = work / "harness" / model / f"seed{seed}"
+    py = [sys.executable, "-m", "nmtbench"]
+    if not (out / "train_summary.json").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        run([*py, "train", "--run-dir", str(out), "--config", json.dumps(settings),
+             *[a for split in ("train", "valid") for side in ("src", "tgt")
+               for a in (f"--{split}-{side}", str(data / "prepared" / f"{split}.{side}"))],
+             "--src-tokenizer", str(data / "tokenizer" / "src"),
+             "--tgt-tokenizer", str(data / "tokenizer" / "tgt"), "--device", "cpu",
+             "--threads", "1"], out / "train.log")
+    search = [a for k in ("beam", "lenpen", "length_beam", "iterations")
+              for a in (f"--{k.replace('_', '-')}", str(decode[k]))]
+    run([*py, "decode", "--run-dir", str(out), "--src", str(data / "prepared" / "test.src"),
+         "--out", str(out / "hyp.test.txt"), "--info", str(out / "decode.json"), *search,
+         "--device", "cpu", "--threads", "1"], out / "decode.log")
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    valid = [r for r in log if r.get("event") == "valid"]
+    seconds = [r["seconds"] for r in valid]
+    epochs_log = [{"epoch": r["epoch"], "valid_loss": r["valid_loss"], "updates": r["step"],
+                   "train_seconds": s - p} for r, s, p in zip(valid, seconds, [0.0] + seconds,
+                                                               strict=False)]
+    info = json.loads((out / "decode.json").read_text())
+    return {"system": "harness", "model": model, "seed": seed, "epochs": epochs_log,
+            "updates": epochs_log[-1]["updates"],
+            "train_seconds": sum(e["train_seconds"] for e in epochs_log),
+            "decode_seconds": info["seconds"],
+            "sentences": len(read_lines(out / "hyp.test.txt")),
+            "bleu": score(out / "hyp.test.txt", data / "prepared" / "test.tgt")}
+
+
+def environment(fairseq_bin: Path | None) -> dict[str, Any]:
+    """Versions, hardware, and (with fairseq) the batching check."""
+    import platform
+
+    import torch
+
+    def output(cmd: list[str]) -> str:
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, **FAIRSEQ_ENV}).stdout.strip()
+
+    setup = {"torch": torch.__version__, "hardware": platform.processor() or platform.machine(),
+             "commit": output(["git", "rev-parse", "--short", "HEAD"]) or "unknown",
+             "fairseq": "not run"}
+    cpu = Path("/proc/cpuinfo")
+    if cpu.exists():
+        names = [x.split(":", 1)[1].strip() for x in cpu.read_text().splitlines()
+                 if x.startswith("model name")]
+        setup["hardware"] = f"{names[0]} ({len(names)} cores)" if names else setup["hardware"]
+    if fairseq_bin:
+        python = str(fairseq_bin / "python")
+        setup["fairseq"] = output([python, "-c", "import fairseq; print(fairseq.__version__)"])
+        setup["batching"] = json.loads(output([python, str(Path(__file__).parent /
+                                                           "check_batching.py")]))
+    return setup
+
+
+# --- report --------------------------------------------------------------------------------
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    bleu = [r["bleu"]["tokenized"] for r in runs]
+    return {"bleu_mean": statistics.mean(bleu),
+            "bleu_std": statistics.stdev(bleu) if len(bleu) > 1 else 0.0,
+            "updates": statistics.mean(r["updates"] for r in runs),
+            "seconds_per_epoch": statistics.mean(r["train_seconds"] / len(r["epochs"])
+                                                 for r in runs),
+            "sentences_per_second": statistics.mean(r["sentences"] / r["decode_seconds"]
+                                                    for r in runs)}
+
+
+def report(results: list[dict[str, Any]], models: list[str], seeds: list[int],
+           epochs: dict[str, int], setup: dict[str, Any]) -> str:
+    lines = ["# Parity with fairseq", "",
+             "Generated by `python benchmarks/parity/run.py` (see its docstring for the setup); "
+             "do not edit.", "",
+             f"Seeds {', '.join(map(str, seeds))}; one CPU thread per job, {setup['jobs']} jobs "
+             f"at a time on {setup['hardware']}; the harness at commit {setup['commit']} "
+             f"(torch {setup['torch']}), fairseq {setup['fairseq']}. Test BLEU is tokenized BLEU "
+             "(`nmtbench score`, as multi-bleu.perl) of the best checkpoint by valid loss; valid "
+             "loss is label-smoothed, in nats per target token. Both systems use the harness's "
+             "vocabularies.", ""]
+    if setup.get("batching"):
+        b = setup["batching"]
+        lines += [f"Batching: `nmtbench.data.token_batches` and fairseq's `batch_by_size` made "
+                  f"different batches in {b['mismatches']} of {b['cases']} random cases "
+                  "(`check_batching.py`).", ""]
+    for model in models:
+        runs = {s: [r for r in results if r["model"] == model and r["system"] == s]
+                for s in ("harness", "fairseq")}
+        if not all(runs.values()):
+            continue
+        ours, theirs = summary(runs["harness"]), summary(runs["fairseq"])
+        lines += [f"## {model} ({MODELS[model][0]} against fairseq `{MODELS[model][1]}`, "
+                  f"{epochs[model]} epochs)", "",
+                  "| | harness | fairseq | harness - fairseq |", "|---|---|---|---|"]
+        for r_h, r_f in zip(runs["harness"], runs["fairseq"], strict=True):
+            h, f = r_h["bleu"]["tokenized"], r_f["bleu"]["tokenized"]
+            lines.append(f"| test BLEU, seed {r_h['seed']} | {h:.2f} | {f:.2f} | {h - f:+.2f} |")
+        lines += [f"| test BLEU, mean ± sd | {ours['bleu_mean']:.2f} ± {ours['bleu_std']:.2f} | "
+                  f"{theirs['bleu_mean']:.2f} ± {theirs['bleu_std']:.2f} | "
+                  f"{ours['bleu_mean'] - theirs['bleu_mean']:+.2f} |",
+                  f"| updates | {ours['updates']:.0f} | {theirs['updates']:.0f} | |",
+                  f"| training seconds per epoch | {ours['seconds_per_epoch']:.2f} | "
+                  f"{theirs['seconds_per_epoch']:.2f} | |",
+                  f"| decoding sentences/s | {ours['sentences_per_second']:.0f} | "
+                  f"{theirs['sentences_per_second']:.0f} | |", "",
+                  "Valid loss per epoch (mean over seeds; updates so far in brackets):", "",
+                  "| epoch | harness | fairseq | relative difference |", "|---|---|---|---|"]
+        for i in range(max(len(r["epochs"]) for r in runs["harness"])):
+            h = [r["epochs"][i] for r in runs["harness"] if i < len(r["epochs"])]
+            f = [r["epochs"][i] for r in runs["fairseq"] if i < len(r["epochs"])]
+            if not h or not f:
+                continue
+            hl, fl = (statistics.mean(e["valid_loss"] for e in x) for x in (h, f))
+            hu, fu = (statistics.mean(e["updates"] for e in x) for x in (h, f))
+            lines.append(f"| {i + 1} | {hl:.3f} ({hu:.0f}) | {fl:.3f} ({fu:.0f}) | "
+                         f"{(hl - fl) / fl:+.1%} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    p.add_argument("--cmlm-epochs", type=int, default=60,
+                   help="the CMLM's budget (the default's 12 epochs are too few for it to learn)")
+    p.add_argument("--systems", nargs="+", choices=["harness", "fairseq"],
+                   default=["harness", "fairseq"])
+    p.add_argument("--fairseq-bin", type=Path, default=ROOT / ".venv-fairseq" / "bin")
+    p.add_argument("--work", type=Path, default=ROOT / "results" / "parity",
+                   help="runs and logs (kept, so a rerun skips finished training)")
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "parity.md")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                   help="override a training setting for both systems (controlled experiments)")
+    args = p.parse_args()
+    for item in args.set:
+        key, _, value = item.partition("=")
+        OVERRIDES[key] = json.loads(value)
+    if "fairseq" in args.systems and not (args.fairseq_bin / "fairseq-train").exists():
+        raise SystemExit(f"no fairseq-train in {args.fairseq_bin}: build the reference "
+                         "environment with benchmarks/parity/setup_fairseq.sh")
+    bin_dir = prepare(args.work, args.fairseq_bin if "fairseq" in args.systems else None)
+    setup = environment(args.fairseq_bin if "fairseq" in args.systems else None)
+    setup["jobs"] = args.jobs
+    epochs = {"transformer": None, "cmlm": args.cmlm_epochs}
+    jobs = [(s, m, seed) for m in args.models for seed in args.seeds for s in args.systems]
+
+    def one(job: tuple[str, str, int]) -> dict[str, Any]:
+        system, model, seed = job
+        print(f"{system} {model} seed {seed} ...", flush=True)
+        if system == "fairseq":
+            return run_fairseq(model, seed, epochs[model], args.work, bin_dir, args.fairseq_bin)
+        return run_harness(model, seed, epochs[model], args.work)
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(one, jobs))
+    write_json(args.work / "results.json", results)
+    budget = {m: epochs[m] or experiment_settings(MODELS[m][0], 1, None)["max_epochs"]
+              for m in args.models}
+    args.out.write_text(report(results, args.models, args.seeds, budget, setup))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
