@@ -249,7 +249,7 @@ class ABNet(ConditionalMaskedLM):
 
     @classmethod
     def config_keys(cls) -> set[str]:
-        return Transformer.config_keys() | {
+        return (Transformer.config_keys() - {"src_bos"}) | {  # a BERT always reads [CLS]
             "decoding", "src_bert", "tgt_bert", "freeze_bert", "bert_init", "adapter_dim",
             "encoder_adapter_layers", "decoder_adapter_layers"}
 

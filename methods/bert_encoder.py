@@ -82,7 +82,9 @@ class BertEncoderTransformer(Transformer):
 
     @classmethod
     def config_keys(cls) -> set[str]:
-        return Transformer.config_keys() | {"src_bert", "freeze_bert", "bert_output_as"}
+        # no src_bos: a BERT always reads [CLS] x [SEP]
+        return (Transformer.config_keys() - {"src_bos"}) | {"src_bert", "freeze_bert",
+                                                             "bert_output_as"}
 
     def train(self, mode: bool = True) -> BertEncoderTransformer:
         super().train(mode)

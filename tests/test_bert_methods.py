@@ -45,6 +45,11 @@ def batch():
     return Batch(src, tgt_in, tgt_out, torch.arange(3))
 
 
+def test_bert_methods_read_cls_and_have_no_src_bos_setting(bert):
+    assert build("bert-init", bert).source_bos and build("bert-frozen", bert).source_bos
+    assert "src_bos" not in BertInit.config_keys()
+
+
 def test_registry():
     """Both methods are registered under their config names."""
     assert get_method("bert-init") is BertInit and get_method("bert-frozen") is BertFrozen

@@ -89,6 +89,18 @@ def test_batch_order_depends_only_on_the_seed(data):
     assert data.batches(300, shuffle_seed=4) != data.batches(300, shuffle_seed=5)
 
 
+def test_sources_start_with_cls_only_for_models_that_read_it(toy_dir, data):
+    """fairseq's Transformer reads x </s>; a BERT reads [CLS] x [SEP]."""
+    src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
+    tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
+    plain = ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
+                              src_bos=False)
+    assert [s[1:] for s in data.src] == plain.src
+    assert {s[0] for s in data.src} == {src_tok.cls_token_id}
+    assert {s[-1] for s in plain.src} == {src_tok.sep_token_id}
+    assert plain.tgt == data.tgt  # the decoder's BOS is [CLS] either way
+
+
 def test_collate_shifts_target(data):
     batch = data.collate([0, 1, 2])
     tgt = data.tgt[0]

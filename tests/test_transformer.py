@@ -175,6 +175,11 @@ def test_build_sizes_and_overrides() -> None:
     assert "lr" not in Transformer.config_keys()
 
 
+def test_source_format_is_fairseqs_unless_asked() -> None:
+    assert not small_model().source_bos  # x [SEP], as fairseq's x </s>
+    assert small_model(src_bos=True).source_bos
+
+
 def test_registry() -> None:
     assert get_method("transformer") is Transformer
     with pytest.raises(InputError, match="unknown method 'bart'; known: .*transformer"):
