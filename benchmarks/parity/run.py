@@ -119,11 +119,12 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
 
 def fairseq_generate_args(decode: dict[str, Any], arch: str) -> list[str]:
     if arch == "cmlm_transformer":
-        # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements
+        # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements;
+        # like nmtbench.mask_predict it stops early once a pass changes nothing
         return ["--task", "translation_lev",
                 "--iter-decode-max-iter", str(decode["iterations"] - 1),
                 "--iter-decode-with-beam", str(decode["length_beam"]),
-                "--iter-decode-force-max-iter", "--iter-decode-eos-penalty", "0", "--beam", "1"]
+                "--iter-decode-eos-penalty", "0", "--beam", "1"]
     return ["--beam", str(decode["beam"]), "--lenpen", str(decode["lenpen"]),
             "--max-len-a", str(decode.get("max_len_a", 1.2)),
             "--max-len-b", str(decode.get("max_len_b", 10))]
