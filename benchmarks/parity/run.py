@@ -41,7 +41,9 @@ DATASET = "toy"
 SPLITS = ("train", "valid", "test")
 # model -> (the default's experiment, fairseq's architecture)
 MODELS = {"transformer": ("transformer-base", "transformer"),
-          "cmlm": ("abnet-mask-predict", "cmlm_transformer")}
+          "cmlm": ("abnet-mask-predict", "cmlm_transformer_separate_vocab")}
+CMLM = "cmlm_transformer_separate_vocab"  # fairseq_user/: cmlm_transformer, one vocabulary a side
+USER_DIR = ["--user-dir", str(Path(__file__).resolve().parent / "fairseq_user")]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # fairseq 0.12.2 on current Python and torch (see fairseq_site/sitecustomize.py): its checkpoints
 # are pickles that torch.load's weights_only default refuses
@@ -106,11 +108,11 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
                  f"--{side}-layers", str(getattr(m, f"{side}_layers"))]
         if m.pre_norm:
             args.append(f"--{side}-normalize-before")
-    if arch == "cmlm_transformer":
+    if arch == CMLM:
         from methods.cmlm import LENGTH_LOSS_WEIGHT
-        args += ["--task", "translation_lev", "--noise", "random_mask", "--criterion", "nat_loss",
-                 "--label-smoothing", str(m.label_smoothing), "--length-loss-factor",
-                 str(LENGTH_LOSS_WEIGHT)]
+        args += [*USER_DIR, "--task", "translation_lev", "--noise", "random_mask",
+                 "--criterion", "nat_loss", "--label-smoothing", str(m.label_smoothing),
+                 "--length-loss-factor", str(LENGTH_LOSS_WEIGHT)]
     else:
         args += ["--criterion", "label_smoothed_cross_entropy",
                  "--label-smoothing", str(m.label_smoothing)]
@@ -118,10 +120,10 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
 
 
 def fairseq_generate_args(decode: dict[str, Any], arch: str) -> list[str]:
-    if arch == "cmlm_transformer":
+    if arch == CMLM:
         # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements;
         # like nmtbench.mask_predict it stops early once a pass changes nothing
-        return ["--task", "translation_lev",
+        return [*USER_DIR, "--task", "translation_lev",
                 "--iter-decode-max-iter", str(decode["iterations"] - 1),
                 "--iter-decode-with-beam", str(decode["length_beam"]),
                 "--iter-decode-eos-penalty", "0", "--beam", "1"]
@@ -161,9 +163,13 @@ def prepare(work: Path, fairseq_bin: Path | None) -> Path:
     return bin_dir
 
 
+FAIRSEQ_SPECIALS = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}
+
+
 def join_subwords(line: str) -> str:
-    """Word-level text from space-separated WordPiece tokens, as the harness writes it."""
-    return line.replace(" ##", "")
+    """Word-level text from fairseq's space-separated WordPiece tokens, as the harness writes
+    its own (special tokens left out, continuations joined)."""
+    return " ".join(t for t in line.split() if t not in FAIRSEQ_SPECIALS).replace(" ##", "")
 
 
 def score(hyp: Path, ref: Path) -> dict[str, Any]:
