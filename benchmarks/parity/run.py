@@ -376,7 +376,12 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
                   f"{theirs['seconds_per_epoch']:.2f} | |",
                   f"| decoding sentences/s | {ours['sentences_per_second']:.0f} | "
                   f"{theirs['sentences_per_second']:.0f} | |", "",
-                  "Valid loss per epoch (mean over seeds; updates so far in brackets):", "",
+                  "Valid loss per epoch (mean over seeds; updates so far in brackets):" + (
+                      "" if model == "transformer" else
+                      " each system's own objective, so only BLEU compares (fairseq's nat_loss "
+                      "averages the length loss per sentence and smooths over the mean of the "
+                      "vocabulary; its translation_lev task also puts <s> before both sides, "
+                      "hence longer examples and more, smaller batches)."), "",
                   "| epoch | harness | fairseq | relative difference |", "|---|---|---|---|"]
         for i in range(max(len(r["epochs"]) for r in runs["harness"])):
             h = [r["epochs"][i] for r in runs["harness"] if i < len(r["epochs"])]
