@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from nmtbench import figures
+from nmtbench.devices import cpu_model
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_json, write_text
 from nmtbench.papers import Table
@@ -299,10 +300,10 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
     config_hash = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     devices = sorted({str(run.get("train", {}).get("device")) for run in runs})
     lines = [
-        f"- git commit: {_git_commit(root)}",
+        f"- git commit: {git_commit(root)}",
         f"- config hash: {config_hash} (sha256 of the config as sorted JSON)",
         f"- platform: {platform.platform()}",
-        f"- CPU: {_cpu_model()}, {os.cpu_count()} cores",
+        f"- CPU: {cpu_model()}, {os.cpu_count()} cores",
         f"- CUDA device: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}",
         f"- training devices seen in runs: {', '.join(devices) or 'none'}",
         f"- python {platform.python_version()}; "
@@ -317,7 +318,7 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
     return lines
 
 
-def _git_commit(root: Path) -> str:
+def git_commit(root: Path) -> str:
     """HEAD of `root`, with +dirty when the work tree has changes the commit does not hold
     (outside results/, which holds this report and the figures being written)."""
     try:
@@ -330,15 +331,6 @@ def _git_commit(root: Path) -> str:
     except OSError:
         return "uncommitted/unknown"
     return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
-
-
-def _cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name") and ":" in line:
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def _version(name: str) -> str:

@@ -315,7 +315,7 @@ def test_git_commit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str
         return subprocess.CompletedProcess(args, 0, stdout, "")
 
     monkeypatch.setattr(report.subprocess, "run", fake_run)
-    assert report._git_commit(tmp_path) == expected
+    assert report.git_commit(tmp_path) == expected
     assert calls[0] == (["git", "rev-parse", "HEAD"], tmp_path)
 
 
@@ -333,9 +333,9 @@ def test_git_commit_is_not_dirty_from_the_report_it_is_writing(tmp_path: Path) -
     git("commit", "-qm", "c")
     head = git("rev-parse", "HEAD").strip()
     (tmp_path / "results" / "tables.md").write_text("new\n")
-    assert report._git_commit(tmp_path) == head
+    assert report.git_commit(tmp_path) == head
     (tmp_path / "x.py").write_text("a = 2\n")
-    assert report._git_commit(tmp_path) == head + "+dirty"
+    assert report.git_commit(tmp_path) == head + "+dirty"
 
 
 def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -343,7 +343,7 @@ def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_pa
         return subprocess.CompletedProcess(args, 128, "", "fatal: not a git repository")
 
     monkeypatch.setattr(report.subprocess, "run", fake_run)
-    assert report._git_commit(tmp_path) == "uncommitted/unknown"
+    assert report.git_commit(tmp_path) == "uncommitted/unknown"
 
 
 def test_corrupt_metrics_file_is_named_with_its_line(tmp_path: Path, papers: Path) -> None:

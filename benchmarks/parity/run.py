@@ -273,22 +273,17 @@ def run_harness(model: str, seed: int, epochs: int | None, work: Path) -> dict[s
 
 def environment(fairseq_bin: Path | None, bin_dir: Path) -> dict[str, Any]:
     """Versions, hardware, and (with fairseq) the batching and equivalence checks."""
-    import platform
-
     import torch
+
+    from nmtbench.devices import cpu_model
+    from nmtbench.report import git_commit
 
     def output(cmd: list[str]) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
                               env={**os.environ, **FAIRSEQ_ENV}).stdout.strip()
 
-    setup = {"torch": torch.__version__, "hardware": platform.processor() or platform.machine(),
-             "commit": output(["git", "rev-parse", "--short", "HEAD"]) or "unknown",
-             "fairseq": "not run"}
-    cpu = Path("/proc/cpuinfo")
-    if cpu.exists():
-        names = [x.split(":", 1)[1].strip() for x in cpu.read_text().splitlines()
-                 if x.startswith("model name")]
-        setup["hardware"] = f"{names[0]} ({len(names)} cores)" if names else setup["hardware"]
+    setup = {"torch": torch.__version__, "hardware": f"{cpu_model()} ({os.cpu_count()} cores)",
+             "commit": git_commit(ROOT), "fairseq": "not run"}
     if fairseq_bin:
         python = str(fairseq_bin / "python")
         setup["fairseq"] = output([python, "-c", "import fairseq; print(fairseq.__version__)"])
