@@ -20,7 +20,7 @@ from nmtbench.plan import Plan
 from nmtbench.pretrained import checkpoint_dir
 from nmtbench.pretraining import PretrainConfig
 from nmtbench.recipes import check_sources
-from nmtbench.trainer import TrainConfig
+from nmtbench.train_config import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
 

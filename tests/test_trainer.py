@@ -7,7 +7,8 @@ import torch
 
 from nmtbench import checkpoints
 from nmtbench.errors import InputError
-from nmtbench.trainer import TrainConfig, Trainer, inverse_sqrt_lr
+from nmtbench.train_config import TrainConfig, inverse_sqrt_lr
+from nmtbench.trainer import Trainer
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,

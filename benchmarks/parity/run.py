@@ -85,7 +85,7 @@ def experiment_settings(experiment: str, seed: int, epochs: int | None) -> dict[
 def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
     """The harness's settings as fairseq-train flags."""
     from methods.transformer import transformer_config
-    from nmtbench.trainer import TrainConfig
+    from nmtbench.train_config import TrainConfig
 
     m, t = transformer_config(settings), TrainConfig.from_dict(settings)
     args = ["--arch", arch, "--share-decoder-input-output-embed",

@@ -1,0 +1,54 @@
+"""The trainer's settings and learning-rate schedule, without torch: planning the workflow reads
+their names and checks configs against them, and must not load torch to do so."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    """Trainer settings; an experiment's config may override any of them."""
+
+    seed: int = 1
+    max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
+    # a full batch is cut back to a multiple of this many sentences (fairseq's
+    # --required-batch-size-multiple; 1 fills batches greedily up to max_tokens)
+    batch_size_multiple: int = 8
+    update_freq: int = 1  # batches each process accumulates per update (fairseq --update-freq)
+    lr: float = 5e-4
+    warmup_updates: int = 4000
+    warmup_init_lr: float = 1e-7
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # 0 disables clipping (fairseq's default)
+    max_epochs: int = 50
+    max_updates: int = 0  # 0: no limit
+    patience: int = 0  # stop after this many epochs without a better valid loss; 0: never
+    save_interval_updates: int = 200  # how often `last.pt` is refreshed inside an epoch
+    keep_last_epochs: int = 10  # per-epoch checkpoints kept for averaging
+    max_positions: int = 256
+    train_pairs: int | None = None  # use only the first N training pairs (data-size studies)
+    bt_sentences: int = 0  # back-translated pairs added to the training data (paths bt_src/tgt)
+    log_interval: int = 50
+    valid_bleu: bool = False  # greedy-decode the valid set after every epoch (BLEU curves)
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in cfg.items() if k in known}
+        if "adam_betas" in values:
+            values["adam_betas"] = tuple(values["adam_betas"])
+        return cls(**values)
+
+
+def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
+    """The rate after `step` updates: linear warm-up from warmup_init_lr to lr, then
+    lr * sqrt(warmup / step) (fairseq's inverse_sqrt). As in fairseq, update k is made with the
+    rate after k - 1 updates, so the first one uses warmup_init_lr."""
+    if step < cfg.warmup_updates:
+        return cfg.warmup_init_lr + (cfg.lr - cfg.warmup_init_lr) * step / cfg.warmup_updates
+    return cfg.lr * math.sqrt(cfg.warmup_updates / max(step, 1))
