@@ -1,20 +1,27 @@
-"""The method registry: experiment configs name a method, and this maps the name to its class."""
+"""The method registry: experiment configs name a method, and this maps the name to its class.
+
+Classes are imported only when asked for: planning the workflow reads each method's settings
+from `config/schema.yaml` (checked against the classes by tests/test_method_contract.py) and
+must not load torch.
+"""
 
 from __future__ import annotations
 
-from methods.abnet import ABNet
-from methods.bert_encoder import BertFrozen, BertInit
-from methods.cmlm import CMLM
-from methods.transformer import Transformer
-from nmtbench.errors import InputError
-from nmtbench.method import Method
+from importlib import import_module
+from typing import TYPE_CHECKING
 
-METHODS: dict[str, type[Method]] = {
-    "transformer": Transformer,
-    "bert-init": BertInit,
-    "bert-frozen": BertFrozen,
-    "cmlm": CMLM,
-    "abnet": ABNet,
+from nmtbench.errors import InputError
+
+if TYPE_CHECKING:
+    from nmtbench.method import Method
+
+# name -> "module:class"
+METHODS: dict[str, str] = {
+    "transformer": "methods.transformer:Transformer",
+    "bert-init": "methods.bert_encoder:BertInit",
+    "bert-frozen": "methods.bert_encoder:BertFrozen",
+    "cmlm": "methods.cmlm:CMLM",
+    "abnet": "methods.abnet:ABNet",
 }
 
 
@@ -22,4 +29,5 @@ def get_method(name: str) -> type[Method]:
     """The class registered under `name`; an unknown name is a one-line InputError."""
     if name not in METHODS:
         raise InputError(f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
-    return METHODS[name]
+    module, cls = METHODS[name].split(":")
+    return getattr(import_module(module), cls)

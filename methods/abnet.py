@@ -14,7 +14,9 @@
 Variants, all settings of this one method (the paper's ablations are experiments in config):
 - `tgt_bert: null`: AB-Net-Enc, the source side as above with a Transformer decoder of `size`
   trained from scratch: non-causal (CMLM) with `decoding: nat`, the autoregressive Transformer
-  decoder with `decoding: at` (Table 3a; beam search, no LENGTH token);
+  decoder with `decoding: at` (Table 3a; beam search, no LENGTH token). The three are one
+  encoder module under one of three decoders, joined by the shared `ConditionalMaskedLM`
+  (parallel) or `EncoderDecoder` (autoregressive);
 - `encoder_adapter_layers` / `decoder_adapter_layers`: `all`, `none`, `top-K` or a list of
   0-based layer indices (Table 3b (1), (3), (5), (6));
 - `freeze_bert: false`: everything trains ("AB-Net FB", Figure 3a); `bert_init: random`: the
@@ -33,27 +35,30 @@ code trains them in train mode), and gradients flow through them to the adapters
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.cmlm import ConditionalMaskedLM
+from methods.cmlm import LENGTH_LOSS_WEIGHT, ConditionalMaskedLM
 from methods.transformer import (
+    Encoded,
+    EncoderDecoder,
     MultiheadAttention,
-    Transformer,
-    TransformerConfig,
-    transformer_config,
+    SizedSettings,
+    TransformerDecoder,
+    embedding,
+    fairseq_init,
 )
 from nmtbench.errors import InputError
-from nmtbench.method import Vocab
-from nmtbench.pretrained import check_vocab, freeze, load_model
+from nmtbench.method import Method, Vocab, mark_pretrained
+from nmtbench.pretrained import check_vocab, load_model
 
 LENGTH_CLASSES = 1024
 BERT_INITS = ("pretrained", "random")
-
 
 def adapter_layers(spec: Any, n_layers: int, key: str) -> list[int]:
     """The 0-based BERT layers a layer spec names: all, none, top-K or a list of indices."""
@@ -106,64 +111,57 @@ class CrossAttentionAdapter(nn.Module):
 
 
 class SourceBert(nn.Module):
-    """The source-side BERT with FFN adapters after the chosen layers and, for parallel
-    decoding, a LENGTH token; returns the final states without the LENGTH position."""
+    """The encoder: the source-side BERT with FFN adapters after the chosen layers and, for
+    parallel decoding, a LENGTH token whose final state predicts the target length."""
 
-    def __init__(self, bert: nn.Module, adapter_dim: int, layers: list[int],
+    def __init__(self, bert: nn.Module, pad: int, adapter_dim: int, layers: list[int],
                  length_classes: int):
         super().__init__()
         self.bert = bert
+        self.pad = pad
         width = bert.config.hidden_size
         self.adapters = nn.ModuleDict({str(i): FFNAdapter(width, adapter_dim) for i in layers})
         self.embed_lengths = nn.Embedding(length_classes, width) if length_classes else None
         if self.embed_lengths is not None:
             nn.init.normal_(self.embed_lengths.weight, mean=0.0, std=0.02)
 
-    @classmethod
-    def build(cls, bert: nn.Module, vocab: Vocab, settings: dict[str, Any],
-              length_classes: int) -> SourceBert:
-        """From an experiment's settings (`adapter_dim`, `encoder_adapter_layers`)."""
-        check_vocab(vocab.size, bert, "source")
-        layers = adapter_layers(settings.get("encoder_adapter_layers", "all"),
-                                bert.config.num_hidden_layers, "encoder_adapter_layers")
-        return cls(bert, settings.get("adapter_dim", 2048), layers, length_classes)
-
-    def forward(self, src: torch.Tensor, keep: torch.Tensor,
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """src (B, S), keep (B, S) True at real tokens -> states (B, S, H), LENGTH state (B, H)."""
+    def forward(self, src: torch.Tensor) -> Encoded:
+        """src (B, S) -> states (B, S, H) and, with a LENGTH token, its state (B, H)."""
+        keep = src != self.pad  # (B, S)
         h = self.bert.embeddings(input_ids=src)  # (B, S, H)
         if self.embed_lengths is not None:
             length = self.embed_lengths.weight[:1].expand(src.size(0), 1, -1)
             h = torch.cat([length.to(h.dtype), h], dim=1)
             keep = torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1)
-        mask = keep[:, None, None, :]
         for i, layer in enumerate(self.bert.encoder.layer):
-            h = layer(h, mask)
+            h = layer(h, keep[:, None, None, :])
             if str(i) in self.adapters:
                 h = self.adapters[str(i)](h)
         if self.embed_lengths is None:
-            return h, None
-        return h[:, 1:], h[:, 0]
+            return Encoded(h, keep[:, None, None, :])
+        return Encoded(h[:, 1:], keep[:, None, None, 1:], h[:, 0])
 
 
 class TargetBert(nn.Module):
-    """The target-side BERT (masked LM) with cross-attention adapters after chosen layers."""
+    """The parallel decoder: the target-side BERT (masked LM), non-causal, with
+    cross-attention adapters after the chosen layers."""
 
-    def __init__(self, mlm: nn.Module, layers: list[int], memory_dim: int, dropout: float,
-                 attention_dropout: float):
+    def __init__(self, mlm: nn.Module, pad: int, layers: list[int], memory_dim: int,
+                 dropout: float, attention_dropout: float):
         super().__init__()
         self.mlm = mlm
+        self.pad = pad
         config = mlm.config
         self.adapters = nn.ModuleDict({
             str(i): CrossAttentionAdapter(config.hidden_size, config.num_attention_heads,
                                           memory_dim, dropout, attention_dropout)
             for i in layers})
 
-    def forward(self, tokens: torch.Tensor, keep: torch.Tensor, memory: torch.Tensor,
+    def forward(self, tokens: torch.Tensor, memory: torch.Tensor,
                 src_mask: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> logits (B, T, V) over the BERT's vocabulary."""
         h = self.mlm.bert.embeddings(input_ids=tokens)
-        mask = keep[:, None, None, :]
+        mask = (tokens != self.pad)[:, None, None, :]
         for i, layer in enumerate(self.mlm.bert.encoder.layer):
             h = layer(h, mask)
             if str(i) in self.adapters:
@@ -171,116 +169,93 @@ class TargetBert(nn.Module):
         return self.mlm.cls(h)
 
 
-def _load_berts(cfg: dict[str, Any], pretrained: dict[str, str] | None,
+@dataclass
+class ABNetSettings(SizedSettings):
+    loss_weights: dict[str, float] = field(
+        default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})
+    decoding: str = "nat"
+    src_bert: str | None = None
+    tgt_bert: str | None = None
+    # AB-Net freezes both BERTs whole (true, the paper) or nothing (false, "AB-Net FB")
+    freeze_bert: bool | str = True
+    bert_init: str = "pretrained"
+    adapter_dim: int = 2048
+    encoder_adapter_layers: str | list[int] = "all"
+    decoder_adapter_layers: str | list[int] = "all"
+
+
+def _load_berts(settings: ABNetSettings, pretrained: Mapping[str, Any] | None,
                 weights: bool) -> tuple[nn.Module, nn.Module | None]:
-    """The source BERT and the target BERT with its masked-LM head (None for AB-Net-Enc)."""
-    bert_init = cfg.get("bert_init", "pretrained")
-    if bert_init not in BERT_INITS:
-        raise InputError(f"bert_init {bert_init!r}: use one of {', '.join(BERT_INITS)}")
-    weights = weights and bert_init == "pretrained"
-    found = pretrained or {}
-    if not cfg.get("src_bert"):
+    """The source BERT and the target BERT with its masked-LM head (None for AB-Net-Enc),
+    marked as pre-trained unless `bert_init: random`."""
+    if settings.bert_init not in BERT_INITS:
+        raise InputError(f"bert_init {settings.bert_init!r}: use one of {', '.join(BERT_INITS)}")
+    if settings.freeze_bert not in (True, False, "all", "none"):
+        raise InputError(f"abnet freeze_bert {settings.freeze_bert!r}: use true (all) or false "
+                         "(none)")
+    if not settings.src_bert:
         raise InputError("abnet needs `src_bert` (the source-side checkpoint); set it in the "
                          "experiment or as the dataset's checkpoints.src")
+    loaded = settings.bert_init == "pretrained"
+    found = pretrained or {}
     # our own layer loop passes boolean masks, which the sdpa attention takes as they are
-    src = load_model(found.get("src_bert", cfg["src_bert"]), weights=weights,
-                     add_pooling_layer=False, attn_implementation="sdpa")
-    tgt = None
-    if cfg.get("tgt_bert"):
-        tgt = load_model(found.get("tgt_bert", cfg["tgt_bert"]), weights=weights,
-                         masked_lm=True, attn_implementation="sdpa")
-    return src, tgt
+    berts = [load_model(found.get("src_bert", settings.src_bert), weights=weights and loaded,
+                        add_pooling_layer=False, attn_implementation="sdpa")]
+    if settings.tgt_bert:
+        berts.append(load_model(found.get("tgt_bert", settings.tgt_bert),
+                                weights=weights and loaded, masked_lm=True,
+                                attn_implementation="sdpa"))
+    frozen = settings.freeze_bert in (True, "all")
+    for bert in berts:
+        for p in bert.parameters():
+            p.requires_grad_(not frozen)
+        if loaded:
+            mark_pretrained(bert)
+    return berts[0], berts[1] if len(berts) > 1 else None
 
 
-def _frozen(settings: dict[str, Any]) -> bool:
-    """AB-Net freezes both BERTs whole (true, the paper) or nothing (false, "AB-Net FB")."""
-    policy = settings.get("freeze_bert", True)
-    if policy not in (True, False, "all", "none"):
-        raise InputError(f"abnet freeze_bert {policy!r}: use true (all) or false (none)")
-    return policy in (True, "all")
+class ABNet(Method):
+    """AB-Net, and AB-Net-Enc with parallel or autoregressive decoding."""
 
-
-class ABNet(ConditionalMaskedLM):
-    """AB-Net and AB-Net-Enc with parallel decoding; `build` returns `ABNetEncAT` for
-    `decoding: at`."""
-
+    settings = ABNetSettings
+    checkpoint_roles = {"src_bert": "src", "tgt_bert": "tgt"}
     decodings = ("nat", "at")
 
-    def __init__(self, cfg: TransformerConfig, settings: dict[str, Any], src_bert: nn.Module,
-                 tgt_bert: nn.Module | None, src_vocab: Vocab, tgt_vocab: Vocab):
+    @classmethod
+    def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: Mapping[str, Any] | None = None, weights: bool = True,
+              ) -> ConditionalMaskedLM | EncoderDecoder:
+        settings = cls.settings.from_config(cfg)
+        if settings.decoding not in cls.decodings:
+            raise InputError(f"abnet decoding {settings.decoding!r}: use nat or at")
+        if settings.decoding == "at" and settings.tgt_bert:
+            raise InputError("abnet with decoding 'at' is AB-Net-Enc: set tgt_bert: null")
+        src_bert, tgt_bert = _load_berts(settings, pretrained, weights)
+        check_vocab(src_vocab.size, src_bert, "source")
         width = src_bert.config.hidden_size
-        super().__init__(replace(cfg, encoder_layers=0, src_bos=True,  # BERT reads [CLS] x [SEP]
-                                 decoder_layers=0 if tgt_bert is not None else cfg.decoder_layers),
-                         src_vocab, tgt_vocab, memory_dim=width)
-        del self.src_embed  # the BERT reads the source
-        self.encoder_norm = nn.Identity()
-        self.source = SourceBert.build(src_bert, src_vocab, settings, LENGTH_CLASSES)
-        self.target: TargetBert | None = None
+        nat = settings.decoding == "nat"
+        encoder = SourceBert(
+            src_bert, src_vocab.pad, settings.adapter_dim,
+            adapter_layers(settings.encoder_adapter_layers, src_bert.config.num_hidden_layers,
+                           "encoder_adapter_layers"),
+            LENGTH_CLASSES if nat else 0)
+        arch = settings.architecture
         if tgt_bert is not None:
-            del self.tgt_embed  # the target BERT's embeddings and head
             check_vocab(tgt_vocab.size, tgt_bert, "target")
-            self.target = TargetBert(
-                tgt_bert, adapter_layers(settings.get("decoder_adapter_layers", "all"),
-                                         tgt_bert.config.num_hidden_layers,
-                                         "decoder_adapter_layers"),
-                width, cfg.dropout, cfg.attention_dropout)
-        positions = (tgt_bert.config.max_position_embeddings if tgt_bert is not None
-                     else cfg.max_positions)
-        self.max_length = min(LENGTH_CLASSES - 1, positions - 2)
-        if _frozen(settings):
-            freeze(src_bert, "all")
-            if tgt_bert is not None:
-                for p in tgt_bert.parameters():
-                    p.requires_grad_(False)
-
-    @classmethod
-    def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None, weights: bool = True,
-              ) -> ABNet | ABNetEncAT:
-        decoding = cfg.get("decoding", "nat")
-        if decoding not in ("nat", "at"):
-            raise InputError(f"abnet decoding {decoding!r}: use nat or at")
-        src, tgt = _load_berts(cfg, pretrained, weights)
-        if decoding == "at":
-            if tgt is not None:
-                raise InputError("abnet with decoding 'at' is AB-Net-Enc: set tgt_bert: null")
-            return ABNetEncAT(transformer_config(cfg), cfg, src, src_vocab, tgt_vocab)
-        return cls(transformer_config(cfg), cfg, src, tgt, src_vocab, tgt_vocab)
-
-    @classmethod
-    def config_keys(cls) -> set[str]:
-        return (Transformer.config_keys() - {"src_bos"}) | {  # a BERT always reads [CLS]
-            "decoding", "src_bert", "tgt_bert", "freeze_bert", "bert_init", "adapter_dim",
-            "encoder_adapter_layers", "decoder_adapter_layers"}
-
-    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        keep = src != self.src_vocab.pad
-        memory, length = self.source(src, keep)
-        return memory, keep[:, None, None, :], self._length_logits(length,
-                                                                   self.source.embed_lengths)
-
-    def _decode(self, tokens: torch.Tensor, memory: torch.Tensor,
-                src_mask: torch.Tensor) -> torch.Tensor:
-        if self.target is None:  # AB-Net-Enc: the CMLM's Transformer decoder
-            return super()._decode(tokens, memory, src_mask)
-        return self.target(tokens, tokens != self.tgt_vocab.pad, memory, src_mask)
-
-
-class ABNetEncAT(Transformer):
-    """AB-Net-Enc with autoregressive decoding (Table 3a): the adapted source BERT under a
-    Transformer decoder trained from scratch; decoded by beam search."""
-
-    def __init__(self, cfg: TransformerConfig, settings: dict[str, Any], src_bert: nn.Module,
-                 src_vocab: Vocab, tgt_vocab: Vocab):
-        super().__init__(replace(cfg, encoder_layers=0, src_bos=True), src_vocab, tgt_vocab,
-                         memory_dim=src_bert.config.hidden_size)
-        del self.src_embed
-        self.encoder_norm = nn.Identity()
-        self.source = SourceBert.build(src_bert, src_vocab, settings, 0)
-        if _frozen(settings):
-            freeze(src_bert, "all")
-
-    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        keep = src != self.src_vocab.pad
-        memory, _ = self.source(src, keep)
-        return memory, keep[:, None, None, :]
+            decoder: nn.Module = TargetBert(
+                tgt_bert, tgt_vocab.pad,
+                adapter_layers(settings.decoder_adapter_layers,
+                               tgt_bert.config.num_hidden_layers, "decoder_adapter_layers"),
+                width, arch.dropout, arch.attention_dropout)
+            positions = tgt_bert.config.max_position_embeddings
+        else:  # AB-Net-Enc: a Transformer decoder trained from scratch
+            tgt_embed = embedding(tgt_vocab, arch.d_model)
+            decoder = TransformerDecoder(arch, tgt_embed, causal=not nat, memory_dim=width)
+            fairseq_init(tgt_embed, decoder.layers)
+            positions = arch.max_positions
+        if not nat:
+            return EncoderDecoder(encoder, decoder, settings, src_vocab, tgt_vocab,
+                                  source_bos=True)  # a BERT reads [CLS] x [SEP]
+        return ConditionalMaskedLM(encoder, decoder, settings, src_vocab, tgt_vocab,
+                                   source_bos=True,
+                                   max_length=min(LENGTH_CLASSES - 1, positions - 2))

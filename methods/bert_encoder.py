@@ -25,93 +25,115 @@ Details the papers leave open, and what we chose:
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from methods.transformer import Transformer, TransformerConfig, transformer_config
+from methods.transformer import (
+    Encoded,
+    EncoderDecoder,
+    EncoderLayer,
+    SizedSettings,
+    TransformerConfig,
+    TransformerDecoder,
+    embedding,
+    fairseq_init,
+)
 from nmtbench.errors import InputError
-from nmtbench.method import Vocab
+from nmtbench.method import Method, Vocab, mark_pretrained
 from nmtbench.pretrained import check_vocab, freeze, load_model
 
 OUTPUT_AS = ("encoder", "embeddings")
 
 
-class BertEncoderTransformer(Transformer):
-    """A Transformer whose source side is a (fine-tuned or frozen) BERT."""
+@dataclass
+class BertInitSettings(SizedSettings):
+    src_bert: str | None = None
+    freeze_bert: str | bool = "none"
+    bert_output_as: str = "encoder"
 
-    default_freeze: ClassVar[str] = "none"
 
-    def __init__(self, cfg: TransformerConfig, bert: nn.Module, src_vocab: Vocab,
-                 tgt_vocab: Vocab, freeze_bert: str | bool, bert_output_as: str):
-        if bert_output_as not in OUTPUT_AS:
-            raise InputError(f"bert_output_as {bert_output_as!r}: use one of "
-                             f"{', '.join(OUTPUT_AS)}")
-        width = bert.config.hidden_size
-        check_vocab(src_vocab.size, bert, "source")
-        as_embeddings = bert_output_as == "embeddings"
-        super().__init__(replace(cfg, encoder_layers=cfg.encoder_layers if as_embeddings else 0,
-                                 src_bos=True),  # the BERT reads [CLS] x [SEP]
-                         src_vocab, tgt_vocab, memory_dim=None if as_embeddings else width)
-        del self.src_embed  # the BERT's embeddings read the source
-        self.as_embeddings = as_embeddings
+@dataclass
+class BertFrozenSettings(BertInitSettings):
+    freeze_bert: str | bool = "all"
+
+
+class BertEncoder(nn.Module):
+    """The source side: a BERT, and with `as_embeddings` a Transformer encoder stack of
+    cfg.encoder_layers over its last layer (after a linear map to d_model when the widths
+    differ, then dropout)."""
+
+    def __init__(self, bert: nn.Module, pad: int, cfg: TransformerConfig, as_embeddings: bool):
+        super().__init__()
         self.bert = bert
-        self.bert_proj: nn.Module = nn.Identity()
+        self.pad = pad
+        self.frozen = not any(p.requires_grad for p in bert.parameters())
+        width = bert.config.hidden_size
+        self.proj: nn.Module = nn.Identity()
         if as_embeddings and width != cfg.d_model:
-            self.bert_proj = nn.Linear(width, cfg.d_model, bias=False)
-            nn.init.xavier_uniform_(self.bert_proj.weight)
-        if not as_embeddings:
-            self.encoder_norm = nn.Identity()  # the BERT's last layer is already normalised
-        freeze(self.bert, freeze_bert)
-        self.bert_frozen = not any(p.requires_grad for p in self.bert.parameters())
+            self.proj = nn.Linear(width, cfg.d_model, bias=False)
+        self.drop = nn.Dropout(cfg.dropout) if as_embeddings else nn.Identity()
+        self.layers = nn.ModuleList(EncoderLayer(cfg)
+                                    for _ in range(cfg.encoder_layers if as_embeddings else 0))
+        # the BERT's last layer is already normalised; a pre-norm stack over it is not
+        self.norm = nn.LayerNorm(cfg.d_model) if as_embeddings and cfg.pre_norm else nn.Identity()
 
-    @classmethod
-    def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None,
-              weights: bool = True) -> BertEncoderTransformer:
-        if "src_bert" not in cfg:
-            raise InputError("bert methods need `src_bert` (the source-side checkpoint); set it "
-                             "in the experiment or as the dataset's checkpoints.src")
-        source = (pretrained or {}).get("src_bert", cfg["src_bert"])
-        bert = load_model(source, weights=weights, add_pooling_layer=False)
-        return cls(transformer_config(cfg), bert, src_vocab, tgt_vocab,
-                   cfg.get("freeze_bert", cls.default_freeze),
-                   cfg.get("bert_output_as", "encoder"))
-
-    @classmethod
-    def config_keys(cls) -> set[str]:
-        # no src_bos: a BERT always reads [CLS] x [SEP]
-        return (Transformer.config_keys() - {"src_bos"}) | {"src_bert", "freeze_bert",
-                                                             "bert_output_as"}
-
-    def train(self, mode: bool = True) -> BertEncoderTransformer:
+    def train(self, mode: bool = True) -> BertEncoder:
         super().train(mode)
-        if self.bert_frozen:
+        if self.frozen:
             self.bert.eval()
         return self
 
-    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src (B, S) BERT wordpiece ids -> encoder output (B, S, D or BERT width), key mask."""
-        keep = src != self.src_vocab.pad  # (B, S)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bert_frozen):
+    def forward(self, src: torch.Tensor) -> Encoded:
+        """src (B, S) BERT wordpiece ids -> memory (B, S, D or the BERT's width)."""
+        keep = src != self.pad  # (B, S)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
             x = self.bert(input_ids=src, attention_mask=keep.long()).last_hidden_state
-        src_mask = keep[:, None, None, :]  # (B, 1, 1, S)
-        if self.as_embeddings:
-            x = self.drop(self.bert_proj(x))  # (B, S, D)
-            for layer in self.encoder:
-                x = layer(x, src_mask)
-        return self.encoder_norm(x), src_mask
+        mask = keep[:, None, None, :]  # (B, 1, 1, S)
+        x = self.drop(self.proj(x))
+        for layer in self.layers:
+            x = layer(x, mask)
+        return Encoded(self.norm(x), mask)
 
 
-class BertInit(BertEncoderTransformer):
+class BertInit(Method):
     """NMT encoder initialised from BERT and fine-tuned with the rest of the model."""
 
-    default_freeze = "none"
+    settings = BertInitSettings
+    checkpoint_roles = {"src_bert": "src"}
+
+    @classmethod
+    def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: Mapping[str, Any] | None = None,
+              weights: bool = True) -> EncoderDecoder:
+        settings = cls.settings.from_config(cfg)
+        if settings.bert_output_as not in OUTPUT_AS:
+            raise InputError(f"bert_output_as {settings.bert_output_as!r}: use one of "
+                             f"{', '.join(OUTPUT_AS)}")
+        if not settings.src_bert:
+            raise InputError("bert methods need `src_bert` (the source-side checkpoint); set it "
+                             "in the experiment or as the dataset's checkpoints.src")
+        source = (pretrained or {}).get("src_bert", settings.src_bert)
+        bert = mark_pretrained(load_model(source, weights=weights, add_pooling_layer=False))
+        check_vocab(src_vocab.size, bert, "source")
+        freeze(bert, settings.freeze_bert)
+        arch = settings.architecture
+        as_embeddings = settings.bert_output_as == "embeddings"
+        tgt_embed = embedding(tgt_vocab, arch.d_model)
+        encoder = BertEncoder(bert, src_vocab.pad, arch, as_embeddings)
+        decoder = TransformerDecoder(
+            arch, tgt_embed, memory_dim=None if as_embeddings else bert.config.hidden_size)
+        fairseq_init(tgt_embed, encoder.layers, decoder.layers)
+        if isinstance(encoder.proj, nn.Linear):
+            nn.init.xavier_uniform_(encoder.proj.weight)
+        return EncoderDecoder(encoder, decoder, settings, src_vocab, tgt_vocab,
+                              source_bos=True)  # the BERT reads [CLS] x [SEP]
 
 
-class BertFrozen(BertEncoderTransformer):
+class BertFrozen(BertInit):
     """Frozen BERT as the encoder (or as the encoder's input embeddings)."""
 
-    default_freeze = "all"
+    settings = BertFrozenSettings

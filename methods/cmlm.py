@@ -7,10 +7,12 @@ source, is encoded with it; its output, scored against the table of length embed
 predicts the target length (class 0 is never predicted). The encoder output of the LENGTH
 position is left out of what the decoder attends to.
 
-Training (`loss`): the target [BOS] y [EOS] has k tokens of y replaced by [MASK], k uniform in
-1..|y| and the positions uniform among y's; label-smoothed cross-entropy on the masked tokens
-plus 0.1 x the length NLL (the weight of the Mask-Predict and AB-Net criteria), divided by the
-number of masked tokens. Decoding: `nmtbench.mask_predict`.
+Training (`losses`): the target [BOS] y [EOS] has k tokens of y replaced by [MASK], k uniform
+in 1..|y| and the positions uniform among y's; label-smoothed cross-entropy on the masked tokens
+(term `tokens`) plus 0.1 x the length NLL (term `length`; 0.1 is the weight of the Mask-Predict
+and AB-Net criteria, `loss_weights.length`), divided by the number of masked tokens. Decoding:
+`nmtbench.mask_predict`. `ConditionalMaskedLM` is this objective over any encoder that
+predicts lengths and any non-causal decoder: every parallel-decoding method's model.
 
 Details the paper leaves to us, and what we chose (from the public Mask-Predict and AB-Net
 code where they say): 256 length classes for the Transformer CMLM (Mask-Predict's), a target
@@ -21,17 +23,24 @@ never masked, and the predicted length counts the tokens between them.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.transformer import Transformer, TransformerConfig, transformer_config
-from nmtbench.errors import InputError
+from methods.transformer import (
+    SizedSettings,
+    TransformerDecoder,
+    TransformerEncoder,
+    embedding,
+    fairseq_init,
+    reorder,
+)
 from nmtbench.losses import label_smoothed_nll
-from nmtbench.method import Batch, Vocab
+from nmtbench.method import Batch, Losses, Method, Model, Progress, Vocab
 
 LENGTH_LOSS_WEIGHT = 0.1
 
@@ -52,97 +61,89 @@ def sample_masks(content: torch.Tensor) -> torch.Tensor:
     return rank < k[:, None]
 
 
-class ConditionalMaskedLM(Transformer):
-    """The CMLM objective and mask-predict hooks over two model-specific parts: `_encode`
-    (memory, source mask, length logits) and `_decode` (logits of a partly masked target, by
-    default from the non-causal Transformer decoder). Subclasses replace them."""
+class ConditionalMaskedLM(Model):
+    """The CMLM objective and the `Parallel` hooks (mask-predict) over an encoder whose
+    output carries a LENGTH state (`Encoded.length`, scored against `encoder.embed_lengths`)
+    and a decoder `decoder(tokens, memory, src_mask) -> logits` that sees every position."""
 
     decoding = "mask_predict"
-    decodings = ("nat",)
-    max_length: int  # the longest target (tokens between BOS and EOS) the model predicts
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        v = self.tgt_vocab
-        tokens = target_sequence(batch, v.bos)  # (B, T)
-        content = (tokens != v.pad) & (tokens != v.bos) & (tokens != v.eos)
-        masked = sample_masks(content)  # (B, T)
-        memory, src_mask, length_logits = self._encode(batch.src)
-        lengths = content.sum(dim=1).clamp(max=self.max_length)  # (B,)
-        length_nll = F.cross_entropy(length_logits.float(), lengths, reduction="sum")
-        logits = self._decode(tokens.masked_fill(masked, v.mask), memory, src_mask)
-        lprobs = F.log_softmax(logits[masked].float(), dim=-1)  # (M, V)
-        loss_sum, nll_sum = label_smoothed_nll(lprobs, tokens[masked], self.cfg.label_smoothing,
-                                               v.pad)
-        ntokens = int(masked.sum())
-        loss = (loss_sum + LENGTH_LOSS_WEIGHT * length_nll) / ntokens
-        return loss, {"loss": loss.item(), "nll": nll_sum.item() / ntokens,
-                      "length_nll": length_nll.item() / len(lengths), "ntokens": ntokens}
+    def __init__(self, encoder: nn.Module, decoder: nn.Module, settings: SizedSettings,
+                 src_vocab: Vocab, tgt_vocab: Vocab, source_bos: bool, max_length: int):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+        self.settings = settings
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.source_bos = source_bos
+        self.max_length = max_length
 
-    def _length_logits(self, h: torch.Tensor, table: nn.Embedding) -> torch.Tensor:
+    def _length_logits(self, h: torch.Tensor) -> torch.Tensor:
         """The LENGTH position's output h (B, D) scored against every length embedding;
         lengths 1..max_length only (class 0 is the LENGTH token itself)."""
-        logits = F.linear(h, table.weight).float()  # (B, L)
+        logits = F.linear(h, self.encoder.embed_lengths.weight).float()  # (B, L)
         logits[:, 0] = float("-inf")
         logits[:, self.max_length + 1:] = float("-inf")  # longer than the decoder can hold
         return logits
 
-    # mask-predict hooks
+    def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
+        v = self.tgt_vocab
+        tokens = target_sequence(batch, v.bos)  # (B, T)
+        content = (tokens != v.pad) & (tokens != v.bos) & (tokens != v.eos)
+        masked = sample_masks(content)  # (B, T)
+        memory, src_mask, length = self.encoder(batch.src)
+        lengths = content.sum(dim=1).clamp(max=self.max_length)  # (B,)
+        length_nll = F.cross_entropy(self._length_logits(length), lengths, reduction="sum")
+        logits = self.decoder(tokens.masked_fill(masked, v.mask), memory, src_mask)
+        lprobs = F.log_softmax(logits[masked].float(), dim=-1)  # (M, V)
+        loss_sum, nll_sum = label_smoothed_nll(lprobs, tokens[masked],
+                                               self.settings.label_smoothing, v.pad)
+        ntokens = int(masked.sum())
+        return Losses({"tokens": loss_sum, "length": length_nll}, ntokens,
+                      {"nll": nll_sum.item() / ntokens})
+
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        memory, src_mask, length_logits = self._encode(src)
+        memory, src_mask, length = self.encoder(src)
         return {"memory": memory, "src_mask": src_mask[:, 0, 0, :],
-                "length_lprobs": F.log_softmax(length_logits, dim=-1)}
+                "length_lprobs": F.log_softmax(self._length_logits(length), dim=-1)}
 
     def predict(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
         """Log-probs (B, T, V) at every position of tokens (B, T) ([MASK] where unknown)."""
-        logits = self._decode(tokens, state["memory"], state["src_mask"][:, None, None, :])
+        logits = self.decoder(tokens, state["memory"], state["src_mask"][:, None, None, :])
         return F.log_softmax(logits.float(), dim=-1)
 
-    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        raise NotImplementedError
-
-    def _decode(self, tokens: torch.Tensor, memory: torch.Tensor,
-                src_mask: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) -> logits (B, T, V) from the Transformer decoder, every position
-        seeing every real position."""
-        tgt_mask = (tokens != self.tgt_vocab.pad)[:, None, None, :]  # (B, 1, 1, T)
-        x = self._embed(self.tgt_embed, tokens)
-        for layer in self.decoder:
-            x, _ = layer(x, *layer.cross_attn.kv(memory), src_mask, tgt_mask=tgt_mask)
-        return self._logits(x)
+    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+        return reorder(state, index)
 
 
-class CMLM(ConditionalMaskedLM):
-    """Transformer encoder with a LENGTH token and a non-causal Transformer decoder."""
+@dataclass
+class CMLMSettings(SizedSettings):
+    loss_weights: dict[str, float] = field(
+        default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})
+    src_bos: bool = False  # as the Transformer's
+    decoding: str = "nat"
 
+
+class CMLM(Method):
+    """Transformer encoder with a LENGTH token (256 classes, Mask-Predict's) and a
+    non-causal Transformer decoder."""
+
+    settings = CMLMSettings
+    decodings = ("nat",)
     length_classes = 256
 
-    def __init__(self, cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
-                 memory_dim: int | None = None):
-        super().__init__(cfg, src_vocab, tgt_vocab, memory_dim)
-        self.embed_lengths = nn.Embedding(self.length_classes, cfg.d_model)
-        nn.init.normal_(self.embed_lengths.weight, mean=0.0, std=cfg.d_model ** -0.5)
-        self.max_length = min(self.length_classes - 1, cfg.max_positions - 2)
-
     @classmethod
-    def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None, weights: bool = True) -> CMLM:
-        if cfg.get("decoding", "nat") != "nat":
-            raise InputError(f"method cmlm decodes in parallel: decoding {cfg['decoding']!r} "
-                             "must be 'nat'")
-        return cls(transformer_config(cfg), src_vocab, tgt_vocab)
-
-    @classmethod
-    def config_keys(cls) -> set[str]:
-        return {"size", "decoding"} | {f.name for f in fields(TransformerConfig)}
-
-    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """src (B, S) -> memory (B, S, D), key mask (B, 1, 1, S), length logits (B, L)."""
-        keep = src != self.src_vocab.pad  # (B, S)
-        x = self._embed(self.src_embed, src)  # (B, S, D)
-        length = self.embed_lengths.weight[:1].expand(src.size(0), 1, -1)  # (B, 1, D)
-        x = torch.cat([length, x], dim=1)  # (B, 1 + S, D)
-        mask = torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1)[:, None, None, :]
-        for layer in self.encoder:
-            x = layer(x, mask)
-        x = self.encoder_norm(x)
-        return x[:, 1:], keep[:, None, None, :], self._length_logits(x[:, 0], self.embed_lengths)
+    def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: Mapping[str, Any] | None = None,
+              weights: bool = True) -> ConditionalMaskedLM:
+        settings = cls.settings.from_config(cfg)
+        arch = settings.architecture
+        src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
+                                                                             arch.d_model)
+        encoder = TransformerEncoder(arch, src_embed)
+        decoder = TransformerDecoder(arch, tgt_embed, causal=False)
+        fairseq_init(src_embed, tgt_embed, encoder.layers, decoder.layers)
+        encoder.embed_lengths = nn.Embedding(cls.length_classes, arch.d_model)
+        nn.init.normal_(encoder.embed_lengths.weight, mean=0.0, std=arch.d_model ** -0.5)
+        return ConditionalMaskedLM(encoder, decoder, settings, src_vocab, tgt_vocab,
+                                   settings.src_bos,
+                                   min(cls.length_classes - 1, arch.max_positions - 2))

@@ -16,8 +16,9 @@ Details the papers and fairseq leave to us, and what we chose:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +26,7 @@ from torch import nn
 
 from nmtbench.errors import InputError
 from nmtbench.losses import label_smoothed_nll
-from nmtbench.method import Batch, Method, Vocab
+from nmtbench.method import Batch, Losses, Method, MethodSettings, Model, Progress, Vocab
 
 
 @dataclass
@@ -41,10 +42,6 @@ class TransformerConfig:
     pre_norm: bool = False
     max_positions: int = 1024
     label_smoothing: float = 0.1
-    # Read the source as BERT's [CLS] x [SEP] instead of fairseq's x </s> (here x [SEP]). Off, as
-    # in fairseq (on the toy world the difference was within seed noise: README, "Parity with
-    # fairseq"). The BERT methods always read [CLS] x [SEP], the input their BERT was trained on.
-    src_bos: bool = False
 
 
 # fairseq's named architectures, plus the deep-encoder variants of Weng et al. (`001`).
@@ -62,14 +59,33 @@ SIZES: dict[str, TransformerConfig] = {
 }
 
 
-def transformer_config(cfg: dict[str, Any]) -> TransformerConfig:
-    """`cfg["size"]` (default "base") picks a SIZES entry; any TransformerConfig field in cfg
-    overrides it; other keys (trainer settings, other methods' keys) are ignored."""
-    size = cfg.get("size", "base")
-    if size not in SIZES:
-        raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
-    names = {f.name for f in fields(TransformerConfig)}
-    return replace(SIZES[size], **{k: v for k, v in cfg.items() if k in names})
+@dataclass
+class SizedSettings(MethodSettings, TransformerConfig):
+    """Settings of a method with Transformer parts: `size` (default "base") picks a SIZES
+    entry and any architecture field given overrides it."""
+
+    size: str = "base"
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SizedSettings:
+        size = cfg.get("size", "base")
+        if size not in SIZES:
+            raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
+        sized = {f.name: getattr(SIZES[size], f.name) for f in fields(TransformerConfig)}
+        return cls(**{**sized, **{k: cfg[k] for k in cls.keys() if k in cfg}})
+
+    @property
+    def architecture(self) -> TransformerConfig:
+        return TransformerConfig(**{f.name: getattr(self, f.name)
+                                    for f in fields(TransformerConfig)})
+
+
+@dataclass
+class TransformerSettings(SizedSettings):
+    # Read the source as BERT's [CLS] x [SEP] instead of fairseq's x </s> (here x [SEP]). Off, as
+    # in fairseq (on the toy world the difference was within seed noise: README, "Parity with
+    # fairseq"). The BERT methods always read [CLS] x [SEP], the input their BERT was trained on.
+    src_bos: bool = False
 
 
 def sinusoids(n: int, d: int) -> torch.Tensor:
@@ -196,51 +212,18 @@ class DecoderLayer(Block):
         return self._out(self.ffn_norm, x + self.drop(self.ffn(h))), (k, v)  # (B, T, D)
 
 
-class Transformer(Method):
-    """Encoder-decoder Transformer; decoded by `nmtbench.decoding.beam_search`.
 
-    Incremental-decoding state (a flat dict of tensors whose first dim is the batch, so
-    `reorder_state` is one `index_select` per entry):
-      "src_mask" (B, S) True at real source tokens;
-      "cross_k{i}", "cross_v{i}" (B, H, S, Dh) decoder layer i's projected encoder output;
-      "self_k{i}", "self_v{i}" (B, H, t, Dh) layer i's self-attention cache of the t fed tokens,
-      whose length t is also the position of the next token.
-    """
 
-    decoding = "beam"
-
-    def __init__(self, cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
-                 memory_dim: int | None = None):
-        """`memory_dim`: the encoder output's width when it differs from d_model (a BERT
-        encoder); the decoder's cross-attention projects it (fairseq's kdim/vdim)."""
-        super().__init__()
-        self.cfg = cfg
-        self.source_bos = cfg.src_bos
-        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
-        self.max_positions = cfg.max_positions  # beam_search caps output length by it
-        self.embed_scale = math.sqrt(cfg.d_model)
-        self.src_embed = nn.Embedding(src_vocab.size, cfg.d_model, padding_idx=src_vocab.pad)
-        self.tgt_embed = nn.Embedding(tgt_vocab.size, cfg.d_model, padding_idx=tgt_vocab.pad)
-        self.register_buffer("positions", sinusoids(cfg.max_positions, cfg.d_model),
-                             persistent=False)  # (P, D), derived, so not saved
-        self.drop = nn.Dropout(cfg.dropout)
-        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(cfg, memory_dim)
-                                     for _ in range(cfg.decoder_layers))
-        # pre-norm stacks end un-normalised, so fairseq adds a final LayerNorm to each
-        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        """fairseq's initialisation, exactly: attention projections xavier-uniform (q/k/v with
-        gain 1/sqrt(2) when they read the model's own width, as fairseq's MultiheadAttention
-        with qkv_same_dim), the output projection's bias zero, q/k/v biases and the
-        feed-forward layers left at PyTorch's nn.Linear default (fairseq builds them as plain
-        nn.Linear); embeddings N(0, d^-0.5) with a zero pad row. Measured on the toy world
-        (benchmarks/parity, 3 seeds): xavier-initialised feed-forward layers with zero biases
-        ended the default's 288 updates with a 7% higher valid loss."""
+def fairseq_init(*modules: nn.Module) -> None:
+    """fairseq's initialisation, exactly, applied to `modules` in order (the order decides
+    which random numbers each gets): attention projections xavier-uniform (q/k/v with gain
+    1/sqrt(2) when they read the model's own width, as fairseq's MultiheadAttention with
+    qkv_same_dim), the output projection's bias zero, q/k/v biases and the feed-forward layers
+    left at PyTorch's nn.Linear default (fairseq builds them as plain nn.Linear); embeddings
+    N(0, d^-0.5) with a zero pad row. Measured on the toy world (benchmarks/parity, 3 seeds):
+    xavier-initialised feed-forward layers with zero biases ended the default's 288 updates
+    with a 7% higher valid loss."""
+    def init(module: nn.Module) -> None:
         if isinstance(module, MultiheadAttention):
             same_dim = module.k_proj.in_features == module.q_proj.in_features
             for proj in (module.q_proj, module.k_proj, module.v_proj):
@@ -252,75 +235,197 @@ class Transformer(Method):
             if module.padding_idx is not None:
                 nn.init.zeros_(module.weight[module.padding_idx])
 
-    @classmethod
-    def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None, weights: bool = True) -> Transformer:
-        """The baseline uses no pre-trained checkpoint: `pretrained` and `weights` are
-        ignored."""
-        return cls(transformer_config(cfg), src_vocab, tgt_vocab)
+    for module in modules:
+        module.apply(init)
 
-    @classmethod
-    def config_keys(cls) -> set[str]:
-        """The experiment-config keys `build` reads (`nmtbench.config` rejects unknown keys)."""
-        return {"size"} | {f.name for f in fields(TransformerConfig)}
 
-    def _embed(self, embed: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Scaled token embeddings plus positions start.. of ids (B, T) -> (B, T, D)."""
+def embedding(vocab: Vocab, d_model: int) -> nn.Embedding:
+    return nn.Embedding(vocab.size, d_model, padding_idx=vocab.pad)
+
+
+class Embedder(nn.Module):
+    """Scaled token embeddings plus sinusoidal positions, then dropout (fairseq's)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.scale = math.sqrt(cfg.d_model)
+        self.max_positions = cfg.max_positions
+        self.register_buffer("positions", sinusoids(cfg.max_positions, cfg.d_model),
+                             persistent=False)  # (P, D), derived, so not saved
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, embed: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """ids (B, T) at positions start.. -> (B, T, D)."""
         end = start + ids.size(1)
         if end > self.max_positions:
             raise ValueError(f"sequence of {end} positions exceeds max_positions "
                              f"{self.max_positions}")
-        return self.drop(self.embed_scale * embed(ids) + self.positions[start:end])
+        return self.drop(self.scale * embed(ids) + self.positions[start:end])
 
-    def _encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src (B, S) -> encoder output (B, S, D) and the key mask (B, 1, 1, S)."""
-        src_mask = (src != self.src_vocab.pad)[:, None, None, :]  # (B, 1, 1, S)
-        x = self._embed(self.src_embed, src)  # (B, S, D)
-        for layer in self.encoder:
-            x = layer(x, src_mask)
-        return self.encoder_norm(x), src_mask
+
+class Encoded(NamedTuple):
+    """An encoder's output: what the decoder attends to, and a LENGTH token's final state."""
+
+    memory: torch.Tensor  # (B, S, D)
+    mask: torch.Tensor  # (B, 1, 1, S) True at real source tokens
+    length: torch.Tensor | None = None  # (B, D) when the encoder predicts target lengths
+
+
+class TransformerEncoder(nn.Module):
+    """Embeddings and a stack of encoder layers (then a LayerNorm when pre-norm).
+
+    With `embed_lengths` (Mask-Predict's LENGTH token; a parallel-decoding method sets it
+    after initialising the rest, as Mask-Predict does), that table's first row is put in front
+    of the embedded source, unscaled and without a position; its final state predicts the
+    target length and is left out of the memory."""
+
+    def __init__(self, cfg: TransformerConfig, embed: nn.Embedding):
+        super().__init__()
+        self.embed = embed
+        self.embedder = Embedder(cfg)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        # pre-norm stacks end un-normalised, so fairseq adds a final LayerNorm to each
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.embed_lengths: nn.Embedding | None = None
+
+    def forward(self, src: torch.Tensor) -> Encoded:
+        keep = src != self.embed.padding_idx  # (B, S)
+        x = self.embedder(self.embed, src)  # (B, S, D)
+        if self.embed_lengths is not None:
+            length = self.embed_lengths.weight[:1].expand(src.size(0), 1, -1)  # (B, 1, D)
+            x = torch.cat([length, x], dim=1)
+            mask = torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1)[:, None, None, :]
+        else:
+            mask = keep[:, None, None, :]
+        for layer in self.layers:
+            x = layer(x, mask)
+        x = self.norm(x)
+        if self.embed_lengths is None:
+            return Encoded(x, mask)
+        return Encoded(x[:, 1:], keep[:, None, None, :], x[:, 0])
+
+
+class TransformerDecoder(nn.Module):
+    """Embeddings, decoder layers (self-attention causal, or over every real target position
+    for a conditional masked LM), final LayerNorm when pre-norm, and the output projection
+    tied to the embeddings (no bias).
+
+    Incremental state (`start`, `step`): a flat dict of tensors whose first dim is the batch:
+      "src_mask" (B, S) True at real source tokens;
+      "cross_k{i}", "cross_v{i}" (B, H, S, Dh) layer i's projected memory;
+      "self_k{i}", "self_v{i}" (B, H, t, Dh) layer i's self-attention cache of the t fed
+      tokens, whose length t is also the position of the next token.
+    """
+
+    def __init__(self, cfg: TransformerConfig, embed: nn.Embedding, causal: bool = True,
+                 memory_dim: int | None = None):
+        """`memory_dim`: the memory's width when it differs from d_model (a BERT encoder);
+        cross-attention projects it (fairseq's kdim/vdim)."""
+        super().__init__()
+        self.embed = embed
+        self.causal = causal
+        self.embedder = Embedder(cfg)
+        self.max_positions = cfg.max_positions
+        self.layers = nn.ModuleList(DecoderLayer(cfg, memory_dim)
+                                    for _ in range(cfg.decoder_layers))
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Decoder states (B, T, D) -> logits (B, T, V) through the tied target embedding."""
-        return F.linear(self.decoder_norm(x), self.tgt_embed.weight)
+        return F.linear(self.norm(x), self.embed.weight)  # (B, T, V)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """src (B, S), tgt_in (B, T) -> logits (B, T, V) (teacher forcing)."""
-        memory, src_mask = self._encode(src)  # (B, S, D)
-        x = self._embed(self.tgt_embed, tgt_in)  # (B, T, D)
-        for layer in self.decoder:
-            x, _ = layer(x, *layer.cross_attn.kv(memory), src_mask)
-        return self._logits(x)  # (B, T, V)
+    def forward(self, tokens: torch.Tensor, memory: torch.Tensor,
+                src_mask: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, V), every position at once (teacher forcing)."""
+        tgt_mask = None if self.causal else (tokens != self.embed.padding_idx)[:, None, None, :]
+        x = self.embedder(self.embed, tokens)
+        for layer in self.layers:
+            x, _ = layer(x, *layer.cross_attn.kv(memory), src_mask, tgt_mask=tgt_mask)
+        return self._logits(x)
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        logits = self(batch.src, batch.tgt_in)  # (B, T, V)
-        lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
-        target = batch.tgt_out.flatten()  # (B*T,)
-        loss_sum, nll_sum = label_smoothed_nll(lprobs, target, self.cfg.label_smoothing,
-                                               self.tgt_vocab.pad)
-        ntokens = int((target != self.tgt_vocab.pad).sum())
-        loss = loss_sum / ntokens
-        return loss, {"loss": loss.item(), "nll": nll_sum.item() / ntokens, "ntokens": ntokens}
-
-    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        memory, src_mask = self._encode(src)  # (B, S, D)
+    def start(self, memory: torch.Tensor, src_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         state = {"src_mask": src_mask[:, 0, 0, :]}  # (B, S)
-        for i, layer in enumerate(self.decoder):
+        for i, layer in enumerate(self.layers):
             k, v = layer.cross_attn.kv(memory)  # (B, H, S, Dh)
             state[f"cross_k{i}"], state[f"cross_v{i}"] = k, v
             # empty caches (B, H, 0, Dh) in the projections' dtype (bf16 under autocast)
             state[f"self_k{i}"], state[f"self_v{i}"] = k[:, :, :0], v[:, :, :0]
         return state
 
-    def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        """The last tokens (B,) -> logits (B, V) of the next; extends the caches in state."""
         pos = state["self_k0"].size(2)  # tokens fed so far = position of this one
         src_mask = state["src_mask"][:, None, None, :]  # (B, 1, 1, S)
-        x = self._embed(self.tgt_embed, tokens[:, None], start=pos)  # (B, 1, D)
-        for i, layer in enumerate(self.decoder):
+        x = self.embedder(self.embed, tokens[:, None], start=pos)  # (B, 1, D)
+        for i, layer in enumerate(self.layers):
             cache = (state[f"self_k{i}"], state[f"self_v{i}"])
             x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(
                 x, state[f"cross_k{i}"], state[f"cross_v{i}"], src_mask, cache)
-        return F.log_softmax(self._logits(x)[:, 0].float(), dim=-1)  # (B, V)
+        return self._logits(x)[:, 0]
+
+
+def reorder(state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+    """Rows `index` of every tensor in a decoding state."""
+    return {k: v.index_select(0, index) for k, v in state.items()}
+
+
+class EncoderDecoder(Model):
+    """An encoder and an autoregressive decoder trained with label-smoothed cross-entropy:
+    the model of every autoregressive method (the `Autoregressive` hooks, for beam search).
+
+    `encoder(src) -> Encoded`; `decoder(tokens, memory, src_mask) -> logits` with
+    `decoder.start` / `decoder.step` for incremental decoding (`TransformerDecoder`)."""
+
+    decoding = "beam"
+
+    def __init__(self, encoder: nn.Module, decoder: TransformerDecoder, settings: SizedSettings,
+                 src_vocab: Vocab, tgt_vocab: Vocab, source_bos: bool):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+        self.settings = settings
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.source_bos = source_bos
+        self.max_positions = decoder.max_positions
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """src (B, S), tgt_in (B, T) -> logits (B, T, V) (teacher forcing)."""
+        memory, src_mask, _ = self.encoder(src)
+        return self.decoder(tgt_in, memory, src_mask)
+
+    def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
+        logits = self(batch.src, batch.tgt_in)  # (B, T, V)
+        lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
+        target = batch.tgt_out.flatten()  # (B*T,)
+        loss_sum, nll_sum = label_smoothed_nll(lprobs, target, self.settings.label_smoothing,
+                                               self.tgt_vocab.pad)
+        ntokens = int((target != self.tgt_vocab.pad).sum())
+        return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.item() / ntokens})
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        memory, src_mask, _ = self.encoder(src)
+        return self.decoder.start(memory, src_mask)
+
+    def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        return F.log_softmax(self.decoder.step(tokens, state).float(), dim=-1)  # (B, V)
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
-        return {k: v.index_select(0, index) for k, v in state.items()}
+        return reorder(state, index)
+
+
+class Transformer(Method):
+    """The baseline: a Transformer encoder and decoder, fairseq-initialised."""
+
+    settings = TransformerSettings
+
+    @classmethod
+    def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: Mapping[str, Any] | None = None,
+              weights: bool = True) -> EncoderDecoder:
+        settings = cls.settings.from_config(cfg)
+        arch = settings.architecture
+        # built and initialised in fairseq's order, so a seed gives fairseq's weights
+        src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
+                                                                             arch.d_model)
+        encoder = TransformerEncoder(arch, src_embed)
+        decoder = TransformerDecoder(arch, tgt_embed)
+        fairseq_init(src_embed, tgt_embed, encoder.layers, decoder.layers)
+        return EncoderDecoder(encoder, decoder, settings, src_vocab, tgt_vocab, settings.src_bos)

@@ -1,33 +1,47 @@
 """The method contract: the one surface the trainer, decoders, evaluator and reporter use.
 
-Every method in `methods/` subclasses `Method`, so no other part of the harness special-cases a
-method. A method says how to build itself, which parameters train, how to compute its loss, and
-which shared decoder it uses; autoregressive methods also expose the incremental-decoding hooks
-that `nmtbench.decoding.beam_search` drives, parallel (non-autoregressive) methods the hooks
-that `nmtbench.mask_predict.mask_predict` drives.
+Two halves, so that no class carries hooks it cannot honour:
+
+- a `Method` (registered by name in `methods/`) is a recipe: its settings dataclass (the
+  experiment-config keys it reads, mirrored in `config/schema.yaml`), the pre-trained
+  checkpoint roles it loads, the decodings it accepts, and `build`, which composes a model;
+- a `Model` is what `build` returns: an encoder and a decoder module joined by one of two
+  shared classes, `methods.transformer.EncoderDecoder` (autoregressive: the `Autoregressive`
+  hooks that `nmtbench.decoding.beam_search` drives) or `methods.cmlm.ConditionalMaskedLM`
+  (parallel: the `Parallel` hooks of `nmtbench.mask_predict`). A method that needs its own
+  objective, optimiser groups or warm start subclasses one of them and overrides
+  `losses`, `param_groups` or `warm_start`.
+
+Per batch the trainer makes one forward (`losses`) and one backward, so data-parallel training
+works for every method without it knowing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
+
+from nmtbench.errors import InputError
 
 
 @dataclass
 class Batch:
     """A padded batch. Target ids follow the BERT convention: BOS = [CLS], EOS = [SEP]."""
 
-    src: torch.Tensor  # (B, S) source ids incl. [CLS] ... [SEP], right-padded with pad id
+    src: torch.Tensor  # (B, S) source ids, right-padded with the pad id
     tgt_in: torch.Tensor  # (B, T) [CLS] y_1 .. y_n, padded
     tgt_out: torch.Tensor  # (B, T) y_1 .. y_n [SEP], padded
-    ids: torch.Tensor  # (B,) line numbers of the examples in their corpus
+    ids: torch.Tensor  # (B,) each example's line number in its corpus (`ParallelData.lines`)
+    # per-example side data by name (e.g. a teacher's soft targets), batch dimension first
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(*(t.to(device) for t in (self.src, self.tgt_in, self.tgt_out, self.ids)))
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                     self.ids.to(device), {k: v.to(device) for k, v in self.extras.items()})
 
 
 @dataclass(frozen=True)
@@ -42,64 +56,226 @@ class Vocab:
     mask: int
 
 
-class Method(nn.Module):
-    """Base class of every method (see DESIGN.md section 4)."""
+@dataclass(frozen=True)
+class Progress:
+    """Where training is: `step` updates made, of `total` planned (max_updates, or max_epochs x
+    the updates of one epoch)."""
 
-    decoding: ClassVar[str] = "beam"  # "beam" (autoregressive) or "mask_predict"
-    # Whether the model reads sources as [CLS] x [SEP] (a BERT does) or as x [SEP] (fairseq's
-    # Transformer reads x </s>); the trainer and the decoders encode sources to match.
-    source_bos: bool = True
-    # The values of the experiment setting `decoding` it accepts: at (beam), nat (mask-predict).
-    decodings: ClassVar[tuple[str, ...]] = ("at",)
+    step: int
+    total: int
+
+    @property
+    def fraction(self) -> float:
+        return min(self.step / max(self.total, 1), 1.0)
+
+
+def constant(_: Progress) -> float:
+    return 1.0
+
+
+@dataclass
+class ParamGroup:
+    """Parameters the optimiser updates together: the trainer's learning rate (warm-up and
+    inverse square root) times `lr_scale(progress)` every update, and their own weight decay
+    (None: the trainer's `weight_decay`)."""
+
+    name: str
+    params: list[nn.Parameter]
+    lr_scale: Callable[[Progress], float] = constant
+    weight_decay: float | None = None
+
+
+@dataclass
+class Losses:
+    """What one forward pass gives the trainer.
+
+    `terms`: named losses, each summed over the batch; the trainer adds them up with the
+    method's `loss_weights` (1 where a term has none), divides by `ntokens` (what the batch's
+    loss is a mean over, so an update weights its batches by their share of tokens) and
+    backpropagates once. `stats`: extra floats for the log, already per token.
+    """
+
+    terms: dict[str, torch.Tensor]
+    ntokens: int
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def total(self, weights: Mapping[str, float]) -> torch.Tensor:
+        """The loss per token that training minimises."""
+        weighted = sum(weights.get(name, 1.0) * term for name, term in self.terms.items())
+        return weighted / self.ntokens
+
+    def per_token(self) -> dict[str, float]:
+        """Each term per token, and the stats: the training log's record of a batch."""
+        return {**{k: float(v) / self.ntokens for k, v in self.terms.items()}, **self.stats}
+
+
+@dataclass
+class MethodSettings:
+    """Settings every method reads; each method extends it with its own fields (the
+    experiment-config keys it reads; any other key is the trainer's, or an error)."""
+
+    # weight of each named loss term of `Model.losses` (1 where not given)
+    loss_weights: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, cfg: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: dict[str, str] | None = None, weights: bool = True) -> Method:
-        """Build the model from the resolved experiment config and the two vocabularies.
+    def keys(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
 
-        `pretrained` maps a checkpoint role of the config (`src_bert`) to the directory holding
-        it; a role missing there is taken from the config's checkpoint name (whose architecture
-        `nmtbench.pretrained` knows offline). `weights=False` builds the architecture with
-        random weights: for counting parameters, or before loading a trained run's state.
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> MethodSettings:
+        """The fields found in a resolved experiment config (other keys are ignored)."""
+        return cls(**{k: cfg[k] for k in cls.keys() if k in cfg})
+
+
+@dataclass
+class WarmStart:
+    """What `Model.warm_start` loaded: the keys of the new model the state did not fill
+    (they keep their initialisation) and the state's keys the model has no place for."""
+
+    missing: list[str]
+    unexpected: list[str]
+
+
+def mark_pretrained(module: nn.Module) -> nn.Module:
+    """Mark a module as loaded from a pre-trained checkpoint: its frozen parameters are not
+    saved in the run's checkpoints, they are reloaded from the checkpoint directory."""
+    module.nmtbench_pretrained = True
+    return module
+
+
+class Model(nn.Module):
+    """Base of every built model: what the trainer calls."""
+
+    decoding: str  # "beam" (Autoregressive) or "mask_predict" (Parallel)
+    source_bos: bool  # sources read as [CLS] x [SEP] (a BERT) or x [SEP] (fairseq)
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    settings: MethodSettings
+
+    def param_groups(self) -> list[ParamGroup]:
+        """The optimiser's groups; together they hold every trainable parameter once."""
+        return [ParamGroup("all", list(self.trainable_parameters()))]
+
+    def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
+        """Named loss terms of one batch. A term meant to train only part of the model
+        confines itself by detaching at the partition's boundary, e.g. a term that must not
+        move the encoder reads `memory.detach()`:
+
+            memory = self.encoder(batch.src)
+            return Losses({"nmt": nll_sum(self.decoder(tgt, memory)),
+                           "lm": nll_sum(self.lm_head(memory.detach()))}, ntokens)
         """
         raise NotImplementedError
 
-    @classmethod
-    def config_keys(cls) -> set[str]:
-        """The experiment-config keys this method reads (others are the trainer's)."""
-        return set()
+    def loss(self, batch: Batch, progress: Progress | None = None) -> tuple[torch.Tensor,
+                                                                              Losses]:
+        """The weighted sum the trainer backpropagates, and the terms it is made of."""
+        losses = self.losses(batch, progress)
+        return losses.total(self.settings.loss_weights), losses
 
     def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        """The parameters the optimizer updates (frozen parts are left out)."""
         return (p for p in self.parameters() if p.requires_grad)
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Mean training loss per target token, and its parts (floats) for the training log."""
-        raise NotImplementedError
+    def pretrained_keys(self) -> set[str]:
+        """State keys of frozen parameters inside modules loaded from pre-trained checkpoints
+        (`mark_pretrained`): rebuilt from the checkpoint directories, never saved."""
+        keys = set()
+        for prefix, module in self.named_modules():
+            if getattr(module, "nmtbench_pretrained", False):
+                keys |= {f"{prefix}.{name}" for name, p in module.named_parameters()
+                         if not p.requires_grad}
+        return keys
 
-    # Incremental decoding hooks, used by nmtbench.decoding.beam_search.
-    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Encode source ids (B, S); the returned state holds everything decoding needs."""
-        raise NotImplementedError
+    def checkpoint_state(self) -> dict[str, torch.Tensor]:
+        """What a run's checkpoint stores of the model: all but the frozen pre-trained
+        weights (about 0.9 GB per file for AB-Net's two BERTs)."""
+        skip = self.pretrained_keys()
+        return {k: v for k, v in self.state_dict().items() if k not in skip}
 
-    def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
-        """Feed the last generated token (B,) and return next-token log-probs (B, V).
+    def load_checkpoint_state(self, state: Mapping[str, torch.Tensor], where: str) -> None:
+        """Load a `checkpoint_state`; anything else missing or left over is an error."""
+        result = self.load_state_dict(state, strict=False)
+        missing = sorted(set(result.missing_keys) - self.pretrained_keys())
+        if missing or result.unexpected_keys:
+            raise InputError(f"{where}: does not fit the model (missing {missing[:3]}, "
+                             f"unexpected {sorted(result.unexpected_keys)[:3]})")
 
-        Updates `state` in place (key/value caches, position).
-        """
-        raise NotImplementedError
-
-    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
-        """Select/repeat batch rows of every tensor in the state (beam search, mask-predict)."""
-        raise NotImplementedError
-
-    # Parallel decoding hooks, used by nmtbench.mask_predict.mask_predict: `encode`'s state
-    # also holds "length_lprobs" (B, L), the log-probs of every target length.
-    def predict(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
-        """Log-probs (B, T, V) at every position of a partly masked target (B, T)."""
-        raise NotImplementedError
+    def warm_start(self, state: Mapping[str, torch.Tensor]) -> WarmStart:
+        """Initialise from another run's weights (`init_from`): every key whose name and
+        shape match is loaded; the others keep this model's initialisation. Frozen
+        pre-trained weights come from their checkpoint and are not reported missing."""
+        own = self.state_dict()
+        for key, value in state.items():
+            if key in own and own[key].shape != value.shape:
+                raise InputError(f"init_from: {key} has shape {tuple(value.shape)}, the model's "
+                                 f"is {tuple(own[key].shape)}")
+        result = self.load_state_dict(state, strict=False)
+        return WarmStart(sorted(set(result.missing_keys) - self.pretrained_keys()),
+                         sorted(result.unexpected_keys))
 
     def num_params(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())
         trained = sum(p.numel() for p in self.trainable_parameters())
         return {"total": total, "trained": trained}
+
+
+@runtime_checkable
+class Autoregressive(Protocol):
+    """Incremental decoding (beam search). The state is a flat dict of tensors whose first
+    dimension is the batch, so `reorder_state` selects rows of each."""
+
+    max_positions: int  # beam search caps the output length by it
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Encode source ids (B, S); the state holds everything decoding needs."""
+
+    def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        """Feed the last generated token (B,); return next-token log-probs (B, V). Updates
+        `state` in place (key/value caches)."""
+
+    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+        """Select/repeat batch rows of every tensor in the state."""
+
+
+@runtime_checkable
+class Parallel(Protocol):
+    """Parallel decoding (mask-predict): `encode`'s state also holds "length_lprobs" (B, L),
+    the log-probs of every target length."""
+
+    max_length: int  # the longest target (tokens between BOS and EOS) the model predicts
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Encode source ids (B, S)."""
+
+    def predict(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        """Log-probs (B, T, V) at every position of a partly masked target (B, T)."""
+
+    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+        """Select/repeat batch rows of every tensor in the state."""
+
+
+class Method:
+    """A recipe registered under a name in `methods/`: settings, checkpoint roles, decodings
+    and how to build its model. Never instantiated."""
+
+    settings: ClassVar[type[MethodSettings]] = MethodSettings
+    # pre-trained checkpoint roles it loads (setting name -> the side whose tokenizer it reads)
+    checkpoint_roles: ClassVar[dict[str, str]] = {}
+    # values of the setting `decoding` it accepts, its default first: at (beam search), nat
+    # (mask-predict); a method without the setting decodes `at`
+    decodings: ClassVar[tuple[str, ...]] = ("at",)
+
+    @classmethod
+    def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: Mapping[str, Any] | None = None, weights: bool = True) -> Model:
+        """The model of a resolved experiment config and the two vocabularies.
+
+        `pretrained` maps a checkpoint role (`src_bert`) to the directory holding it (or an
+        architecture); a role missing there is taken from the config's checkpoint name.
+        `weights=False` builds the pre-trained parts with random weights (counting
+        parameters offline)."""
+        raise NotImplementedError
+
+    @classmethod
+    def config_keys(cls) -> set[str]:
+        return cls.settings.keys()
