@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,12 +52,21 @@ def read_back_translations(src_path: str | Path, tgt_path: str | Path,
 @dataclass
 class ParallelData:
     """Encoded sentence pairs: source [CLS] x [SEP] or x [SEP] (`src_bos`), target
-    [CLS] y [SEP]."""
+    [CLS] y [SEP]; each example's line number in its corpus (`lines`, the batch's `ids`), and
+    per-example side data by name (`extras`, attached by line number, so that filtering
+    never misaligns it)."""
 
     src: list[list[int]]
     tgt: list[list[int]]
     src_pad: int
     tgt_pad: int
+    lines: list[int] | None = None  # None: 0, 1, ...
+    corpus_lines: int | None = None  # lines read, before filtering (None: as many as kept)
+    extras: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.lines = list(range(len(self.src))) if self.lines is None else self.lines
+        self.corpus_lines = len(self.src) if self.corpus_lines is None else self.corpus_lines
 
     def __len__(self) -> int:
         return len(self.src)
@@ -80,18 +90,38 @@ class ParallelData:
         `src_bos`: whether sources start with [CLS] (`nmtbench.tokenization.encode_sources`)."""
         src = encode_sources(src_tok, src_lines, src_bos)
         tgt = tgt_tok(tgt_lines, add_special_tokens=True)["input_ids"]
+        keep = list(range(len(src)))
         if max_positions is not None:
-            keep = [i for i in range(len(src))
+            keep = [i for i in keep
                     if len(src[i]) <= max_positions and len(tgt[i]) <= max_positions]
             if len(keep) < len(src):
                 log.warning("%s: dropped %d of %d pairs longer than %d tokens", name,
                             len(src) - len(keep), len(src), max_positions)
-            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-        return cls(src, tgt, src_tok.pad_token_id, tgt_tok.pad_token_id)
+        return cls([src[i] for i in keep], [tgt[i] for i in keep], src_tok.pad_token_id,
+                   tgt_tok.pad_token_id, keep, len(src))
+
+    def attach(self, name: str, by_line: Mapping[int, torch.Tensor] | Sequence[torch.Tensor],
+               where: str) -> None:
+        """Side data for every example, looked up by its line number (`where` names the
+        source in errors): a tensor per example, its first dimension padded in batches."""
+        values = []
+        for line in self.lines:
+            try:
+                values.append(by_line[line])
+            except (KeyError, IndexError):
+                raise InputError(f"{where}: nothing for line {line + 1} of the corpus") from None
+        self.extras[name] = values
 
     def __add__(self, other: ParallelData) -> ParallelData:
+        """Both corpora; `other`'s line numbers follow this one's."""
+        if self.extras.keys() != other.extras.keys():
+            raise InputError(f"cannot concatenate corpora with side data "
+                             f"{sorted(self.extras)} and {sorted(other.extras)}")
         return ParallelData(self.src + other.src, self.tgt + other.tgt, self.src_pad,
-                            self.tgt_pad)
+                            self.tgt_pad,
+                            self.lines + [self.corpus_lines + i for i in other.lines],
+                            self.corpus_lines + other.corpus_lines,
+                            {k: v + other.extras[k] for k, v in self.extras.items()})
 
     def batches(self, max_tokens: int, shuffle_seed: int | None = None,
                 multiple: int = 1) -> list[list[int]]:
@@ -111,7 +141,8 @@ class ParallelData:
         return Batch(src=_pad([self.src[i] for i in indices], self.src_pad),
                      tgt_in=_pad([t[:-1] for t in tgt], self.tgt_pad),
                      tgt_out=_pad([t[1:] for t in tgt], self.tgt_pad),
-                     ids=torch.tensor(indices))
+                     ids=torch.tensor([self.lines[i] for i in indices]),
+                     extras={k: _stack([v[i] for i in indices]) for k, v in self.extras.items()})
 
 
 def token_batches(order: list[int], lengths: list[int], max_tokens: int,
@@ -159,3 +190,12 @@ def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:
     for row, seq in enumerate(seqs):
         out[row, : len(seq)] = torch.tensor(seq)
     return out
+
+
+def _stack(values: list[torch.Tensor]) -> torch.Tensor:
+    """Per-example tensors as one (B, ...) tensor, the first dimension zero-padded."""
+    if values[0].dim() == 0:
+        return torch.stack(values)
+    longest = max(v.size(0) for v in values)
+    return torch.stack([torch.nn.functional.pad(v, [0, 0] * (v.dim() - 1)
+                                                + [0, longest - v.size(0)]) for v in values])

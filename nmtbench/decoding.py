@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from nmtbench.method import Method
+from nmtbench.method import Autoregressive
 
 LENPEN_FORMS = ("fairseq", "gnmt")
 
@@ -35,8 +35,8 @@ def length_penalty(length: int, lenpen: float, form: str) -> float:
     return length ** lenpen if form == "fairseq" else ((5 + length) / 6) ** lenpen
 
 
-def beam_search(model: Method, src: torch.Tensor, *, beam: int, bos: int, eos: int, pad: int,
-                max_len_a: float = 1.2, max_len_b: int = 10, lenpen: float = 1.0,
+def beam_search(model: Autoregressive, src: torch.Tensor, *, beam: int, bos: int, eos: int,
+                pad: int, max_len_a: float = 1.2, max_len_b: int = 10, lenpen: float = 1.0,
                 lenpen_form: str = "fairseq") -> list[list[int]]:
     """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S).
 
@@ -56,7 +56,7 @@ def beam_search(model: Method, src: torch.Tensor, *, beam: int, bos: int, eos: i
         model.train(was_training)
 
 
-def _search(model: Method, src: torch.Tensor, K: int, bos: int, eos: int, pad: int,
+def _search(model: Autoregressive, src: torch.Tensor, K: int, bos: int, eos: int, pad: int,
             max_len_a: float, max_len_b: int, lenpen: float, form: str) -> list[list[int]]:
     B, device = src.size(0), src.device
     max_lens = [int(max_len_a * n + max_len_b) for n in (src != pad).sum(1).tolist()]

@@ -67,5 +67,5 @@ class LossOf(torch.nn.Module):
         super().__init__()
         self.method = method
 
-    def forward(self, batch):
-        return self.method.loss(batch)
+    def forward(self, batch, progress):
+        return self.method.loss(batch, progress)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import torch
 
-from nmtbench.method import Method
+from nmtbench.method import Parallel
 
 
-def mask_predict(model: Method, src: torch.Tensor, *, length_beam: int, iterations: int,
+def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterations: int,
                  bos: int, eos: int, pad: int, mask: int) -> list[list[int]]:
     """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S).
 
@@ -43,7 +43,7 @@ def mask_predict(model: Method, src: torch.Tensor, *, length_beam: int, iteratio
         model.train(was_training)
 
 
-def _decode(model: Method, src: torch.Tensor, K: int, T: int, bos: int, eos: int, pad: int,
+def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, bos: int, eos: int, pad: int,
             mask: int) -> list[list[int]]:
     B, device = src.size(0), src.device
     state = model.encode(src)

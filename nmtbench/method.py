@@ -106,7 +106,8 @@ class Losses:
 
     def per_token(self) -> dict[str, float]:
         """Each term per token, and the stats: the training log's record of a batch."""
-        return {**{k: float(v) / self.ntokens for k, v in self.terms.items()}, **self.stats}
+        return {**{k: float(v.detach()) / self.ntokens for k, v in self.terms.items()},
+                **self.stats}
 
 
 @dataclass

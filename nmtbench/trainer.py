@@ -34,13 +34,22 @@ from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json, write_lines
-from nmtbench.method import Method
+from nmtbench.method import Model, Progress
 from nmtbench.metrics import multi_bleu_perl
 from nmtbench.tokenization import load_tokenizer, vocab_of
 from nmtbench.train_config import TrainConfig, inverse_sqrt_lr
 from nmtbench.translate import translate_lines
 
 log = logging.getLogger(__name__)
+
+# Another run's output a run trains with (`paths["inputs"]`, `--input NAME=PATH`, resolved by
+# `nmtbench.plan.Plan.run_inputs`): name -> what the trainer does with it.
+RUN_INPUTS = {
+    "train_tgt": "replaces the training targets (a teacher's translations: seq_kd)",
+    "bt_src": "back-translated sources, added to the training data with bt_tgt",
+    "bt_tgt": "the monolingual target sentences bt_src translates",
+    "init_from": "a checkpoint whose matching weights initialise the model (warm start)",
+}
 
 
 class Trainer:
@@ -51,6 +60,10 @@ class Trainer:
         self.log_path = self.run_dir / "train_log.jsonl"
         self.cfg = cfg
         self.paths = paths
+        self.inputs: dict[str, str] = paths.get("inputs", {})
+        for name in self.inputs:
+            if name not in RUN_INPUTS:
+                raise InputError(f"unknown run input {name!r}; known: {', '.join(RUN_INPUTS)}")
         self.tc = TrainConfig.from_dict(cfg)
         requested = resolve_device(device)
         self.world = distributed.join(requested)
@@ -59,9 +72,10 @@ class Trainer:
         self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
         torch.manual_seed(self.tc.seed)
         method = get_method(cfg["method"])
-        self.model: Method = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
-                                          paths.get("pretrained", {})).to(self.device)
-        self.train_data = ParallelData.load(paths["train_src"], paths["train_tgt"], self.src_tok,
+        self.model: Model = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
+                                         paths.get("pretrained", {})).to(self.device)
+        train_tgt = self.inputs.get("train_tgt", paths["train_tgt"])
+        self.train_data = ParallelData.load(paths["train_src"], train_tgt, self.src_tok,
                                             self.tgt_tok, self.tc.max_positions,
                                             limit=self.tc.train_pairs,
                                             src_bos=self.model.source_bos)
@@ -77,9 +91,14 @@ class Trainer:
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=True)  # e.g. a fine-tuned BERT's unused pooler
             torch.manual_seed(self.tc.seed + self.world.rank)  # each process its own dropout
-        self.optimizer = torch.optim.Adam(list(self.model.trainable_parameters()), lr=self.tc.lr,
-                                          betas=self.tc.adam_betas, eps=self.tc.adam_eps,
-                                          weight_decay=self.tc.weight_decay)
+        self.groups = self.model.param_groups()
+        self.optimizer = torch.optim.Adam(
+            [{"params": g.params, "weight_decay": self.tc.weight_decay if g.weight_decay is None
+              else g.weight_decay} for g in self.groups],
+            lr=self.tc.lr, betas=self.tc.adam_betas, eps=self.tc.adam_eps)
+        self.per_update = self.world.size * self.tc.update_freq
+        self.total_updates = self.tc.max_updates or self.tc.max_epochs * math.ceil(
+            len(self._batches()) / self.per_update)
         self.step, self.epoch, self.offset = 0, 1, 0  # offset: batches done in current epoch
         self.best_valid = math.inf
         self.epochs_without_improvement = 0
@@ -87,7 +106,7 @@ class Trainer:
 
     # --- checkpoint state --------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+        return {"model": self.model.checkpoint_state(), "optimizer": self.optimizer.state_dict(),
                 "step": self.step, "epoch": self.epoch, "offset": self.offset,
                 "world_size": self.world.size,
                 "best_valid": self.best_valid, "seconds": self.seconds,
@@ -105,7 +124,7 @@ class Trainer:
             log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
                         "changes", self.ckpt_dir / "last.pt", state.get("world_size", 1),
                         self.world.size)
-        self.model.load_state_dict(state["model"])
+        self.model.load_checkpoint_state(state["model"], str(self.ckpt_dir / "last.pt"))
         self.optimizer.load_state_dict(state["optimizer"])
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
@@ -137,8 +156,9 @@ class Trainer:
     def _autocast(self):
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
 
-    def _loss(self, batch):
-        return self.model.loss(batch) if self.synced is None else self.synced(batch)
+    def _loss(self, batch, progress):
+        return (self.model.loss(batch, progress) if self.synced is None
+                else self.synced(batch, progress))
 
     def _no_sync(self, last: bool):
         """Gradients are exchanged once per update, on the last batch this process adds."""
@@ -148,8 +168,9 @@ class Trainer:
         """One update over `group` (world size x update_freq batches, fewer at an epoch's end)."""
         self.model.train()
         lr = inverse_sqrt_lr(self.step, self.tc)
-        for param_group in self.optimizer.param_groups:
-            param_group["lr"] = lr
+        progress = Progress(self.step, self.total_updates)
+        for spec, param_group in zip(self.groups, self.optimizer.param_groups, strict=True):
+            param_group["lr"] = lr * spec.lr_scale(progress)
         tokens = sum(self.train_data.target_tokens(indices) for indices in group)
         share = [(indices, self.train_data.target_tokens(indices) / tokens)
                  for indices in group[self.world.rank::self.world.size]]
@@ -161,11 +182,13 @@ class Trainer:
             batch = self.train_data.collate(indices).to(self.device)
             with self._no_sync(last=j == len(share) - 1):
                 with self._autocast():
-                    loss, parts = self._loss(batch)
+                    loss, losses = self._loss(batch, progress)
                 # DDP averages over processes; the weights already sum to one over all of them
                 (loss * (weight * self.world.size)).backward()
-            for key, value in {**parts, "loss": float(loss.detach())}.items():
-                sums[key] += value * (weight > 0) if key == "ntokens" else value * weight
+            parts = {**losses.per_token(), "loss": float(loss.detach())}
+            for key, value in parts.items():
+                sums[key] += value * weight
+            sums["ntokens"] += losses.ntokens * (weight > 0)
             sums["nonfinite"] += float(not torch.isfinite(loss))
         keys = sorted(sums)
         record = dict(zip(keys, self.world.all_reduce_sum([sums[k] for k in keys], self.device),
@@ -178,7 +201,10 @@ class Trainer:
             params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
         self.optimizer.step()
         self.step += 1
-        return {**record, "lr": lr, "grad_norm": float(grad_norm)}
+        return {**record, **{f"lr_{g.name}": p["lr"] for g, p in
+                             zip(self.groups, self.optimizer.param_groups, strict=True)
+                             if len(self.groups) > 1},
+                "lr": lr, "grad_norm": float(grad_norm)}
 
     @torch.no_grad()
     def validate(self) -> float:
@@ -191,8 +217,8 @@ class Trainer:
         for indices in batches[self.world.rank::self.world.size]:
             batch = self.valid_data.collate(indices).to(self.device)
             with self._autocast():
-                loss, parts = self.model.loss(batch)
-            n = int(parts["ntokens"])
+                loss, losses = self.model.loss(batch)
+            n = losses.ntokens
             total += float(loss) * n
             tokens += n
         total, tokens = self.world.all_reduce_sum([total, tokens], self.device)
@@ -242,14 +268,24 @@ class Trainer:
                                        self.tc.batch_size_multiple)
 
     def _back_translations(self) -> ParallelData:
-        if "bt_src" not in self.paths:
+        if not {"bt_src", "bt_tgt"} <= set(self.inputs):
             raise InputError(f"bt_sentences is {self.tc.bt_sentences} but no back-translated "
-                             "data was given (--bt-src, --bt-tgt)")
-        src, tgt = read_back_translations(self.paths["bt_src"], self.paths["bt_tgt"],
+                             "data was given (--input bt_src=... --input bt_tgt=...)")
+        src, tgt = read_back_translations(self.inputs["bt_src"], self.inputs["bt_tgt"],
                                           self.tc.bt_sentences)
         log.info("training on %d back-translated pairs besides the parallel data", len(src))
         return ParallelData.encode(src, tgt, self.src_tok, self.tgt_tok, self.tc.max_positions,
-                                   self.paths["bt_src"], self.model.source_bos)
+                                   self.inputs["bt_src"], self.model.source_bos)
+
+    def _warm_start(self) -> None:
+        """Initialise from the `init_from` checkpoint (a fresh run only: a resumed one has
+        its own weights)."""
+        path = self.inputs["init_from"]
+        report = self.model.warm_start(checkpoints.load(path)["model"])
+        self._log({"event": "warm_start", "from": path, "missing": report.missing,
+                   "unexpected": report.unexpected})
+        log.info("warm start from %s: %d keys kept their initialisation, %d of its keys unused",
+                 path, len(report.missing), len(report.unexpected))
 
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -272,12 +308,13 @@ class Trainer:
                        {"experiment": self.cfg, "paths": self.paths})
         if (self.ckpt_dir / "last.pt").exists():
             self._resume()
+        elif "init_from" in self.inputs:
+            self._warm_start()
         done = self.epoch > self.tc.max_epochs or bool(
             self.tc.max_updates and self.step >= self.tc.max_updates)
-        per_update = self.world.size * self.tc.update_freq
-        epoch_updates = math.ceil(len(self._batches()) / per_update)
-        total = self.tc.max_updates or self.tc.max_epochs * epoch_updates
-        with tqdm(total=total, initial=self.step, desc=f"train {self.run_dir}", unit="step",
+        per_update = self.per_update
+        with tqdm(total=self.total_updates, initial=self.step, desc=f"train {self.run_dir}",
+                  unit="step",
                   mininterval=5, disable=None if self.world.is_main else True) as bar:
             while not done:
                 batches = self._batches(self.tc.seed + self.epoch)

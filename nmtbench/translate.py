@@ -17,12 +17,12 @@ from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.mask_predict import mask_predict
-from nmtbench.method import Method
+from nmtbench.method import Model
 from nmtbench.tokenization import decode, encode_sources, load_tokenizer, vocab_of
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
-                   device: str = "auto") -> tuple[Method, Any, Any, dict[str, Any]]:
+                   device: str = "auto") -> tuple[Model, Any, Any, dict[str, Any]]:
     """Rebuild a run's model and tokenizers and load its weights.
 
     `average_last` > 0 averages the last k per-epoch checkpoints (fairseq's
@@ -36,22 +36,25 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     cfg, paths = run["experiment"], run["paths"]
     src_tok = load_tokenizer(paths["src_tokenizer"])
     tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+    # frozen pre-trained weights are not in the run's checkpoints: they load from their own
     model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
-                                            paths.get("pretrained", {}), weights=False)
+                                            paths.get("pretrained", {}))
     if average_last > 0:
         found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
         if len(found) < average_last:
             raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
                              f"but only {len(found)} epoch checkpoints exist")
         weights = checkpoints.average(found[-average_last:])
+        where = f"{run_dir}: the last {average_last} epoch checkpoints"
     else:
-        weights = checkpoints.load(run_dir / "checkpoints" / f"{checkpoint}.pt")["model"]
-    model.load_state_dict(weights)
+        where = str(run_dir / "checkpoints" / f"{checkpoint}.pt")
+        weights = checkpoints.load(where)["model"]
+    model.load_checkpoint_state(weights, where)
     model.to(resolve_device(device)).eval()
     return model, src_tok, tgt_tok, cfg
 
 
-def translate_lines(model: Method, src_tok: Any, tgt_tok: Any, lines: list[str], *,
+def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], *,
                     beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
                     max_len_a: float = 1.2, max_len_b: int = 10, length_beam: int = 4,
                     iterations: int = 10, batch_size: int = 64,
@@ -91,7 +94,7 @@ def translate_lines(model: Method, src_tok: Any, tgt_tok: Any, lines: list[str],
     return hyps
 
 
-def search_settings(model: Method, settings: dict[str, Any]) -> dict[str, Any]:
+def search_settings(model: Model, settings: dict[str, Any]) -> dict[str, Any]:
     """The decoding settings that apply to the model's search (the others are ignored)."""
     keys = (("length_beam", "iterations") if model.decoding == "mask_predict"
             else ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b"))

@@ -97,9 +97,9 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_paths, tmp_path):
                       device="cpu")
     original_loss = trainer.model.loss
 
-    def loss_goes_nan(batch):
-        loss, parts = original_loss(batch)
-        return (loss * float("nan") if trainer.step >= 3 else loss), parts
+    def loss_goes_nan(batch, progress=None):
+        loss, losses = original_loss(batch, progress)
+        return (loss * float("nan") if trainer.step >= 3 else loss), losses
 
     trainer.model.loss = loss_goes_nan
     with pytest.raises(FloatingPointError, match="loss is nan at step 4"):
