@@ -183,8 +183,9 @@ class Model(nn.Module):
         keys = set()
         for prefix, module in self.named_modules():
             if getattr(module, "nmtbench_pretrained", False):
-                keys |= {f"{prefix}.{name}" for name, p in module.named_parameters()
-                         if not p.requires_grad}
+                # every name of a tied weight (a masked-LM head shares the word embeddings)
+                keys |= {f"{prefix}.{name}" for name, p in
+                         module.named_parameters(remove_duplicate=False) if not p.requires_grad}
         return keys
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:

@@ -253,11 +253,13 @@ class Trainer:
         self.epoch, self.offset = self.epoch + 1, 0
         if self.world.is_main:
             state = self._state()
-            checkpoints.save(self.ckpt_dir / f"epoch{finished_epoch}.pt", state)
+            # only last.pt resumes; the others are read for their weights (decoding, averaging)
+            weights = {k: v for k, v in state.items() if k != "optimizer"}
+            checkpoints.save(self.ckpt_dir / f"epoch{finished_epoch}.pt", weights)
             for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[: -self.tc.keep_last_epochs]:
                 old.unlink()
             if improved:
-                checkpoints.save(self.ckpt_dir / "best.pt", state)
+                checkpoints.save(self.ckpt_dir / "best.pt", weights)
             checkpoints.save(self.ckpt_dir / "last.pt", state)
         return (finished_epoch >= self.tc.max_epochs
                 or (self.tc.max_updates and self.step >= self.tc.max_updates)
