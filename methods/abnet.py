@@ -220,6 +220,8 @@ class ABNet(Method):
     settings = ABNetSettings
     checkpoint_roles = {"src_bert": "src", "tgt_bert": "tgt"}
     decodings = ("nat", "at")
+    autoregressive = EncoderDecoder
+    parallel = ConditionalMaskedLM
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
@@ -254,8 +256,7 @@ class ABNet(Method):
             fairseq_init(tgt_embed, decoder.layers)
             positions = arch.max_positions
         if not nat:
-            return EncoderDecoder(encoder, decoder, settings, src_vocab, tgt_vocab,
-                                  source_bos=True)  # a BERT reads [CLS] x [SEP]
-        return ConditionalMaskedLM(encoder, decoder, settings, src_vocab, tgt_vocab,
-                                   source_bos=True,
-                                   max_length=min(LENGTH_CLASSES - 1, positions - 2))
+            return cls.autoregressive(encoder, decoder, settings, src_vocab, tgt_vocab,
+                                      source_bos=True)  # a BERT reads [CLS] x [SEP]
+        return cls.parallel(encoder, decoder, settings, src_vocab, tgt_vocab, source_bos=True,
+                            max_length=min(LENGTH_CLASSES - 1, positions - 2))

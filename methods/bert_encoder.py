@@ -104,6 +104,7 @@ class BertInit(Method):
 
     settings = BertInitSettings
     checkpoint_roles = {"src_bert": "src"}
+    autoregressive = EncoderDecoder
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
@@ -129,8 +130,8 @@ class BertInit(Method):
         fairseq_init(tgt_embed, encoder.layers, decoder.layers)
         if isinstance(encoder.proj, nn.Linear):
             nn.init.xavier_uniform_(encoder.proj.weight)
-        return EncoderDecoder(encoder, decoder, settings, src_vocab, tgt_vocab,
-                              source_bos=True)  # the BERT reads [CLS] x [SEP]
+        return cls.autoregressive(encoder, decoder, settings, src_vocab, tgt_vocab,
+                                  source_bos=True)  # the BERT reads [CLS] x [SEP]
 
 
 class BertFrozen(BertInit):

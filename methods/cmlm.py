@@ -129,6 +129,7 @@ class CMLM(Method):
 
     settings = CMLMSettings
     decodings = ("nat",)
+    parallel = ConditionalMaskedLM
     length_classes = 256
 
     @classmethod
@@ -144,6 +145,5 @@ class CMLM(Method):
         fairseq_init(src_embed, tgt_embed, encoder.layers, decoder.layers)
         encoder.embed_lengths = nn.Embedding(cls.length_classes, arch.d_model)
         nn.init.normal_(encoder.embed_lengths.weight, mean=0.0, std=arch.d_model ** -0.5)
-        return ConditionalMaskedLM(encoder, decoder, settings, src_vocab, tgt_vocab,
-                                   settings.src_bos,
-                                   min(cls.length_classes - 1, arch.max_positions - 2))
+        return cls.parallel(encoder, decoder, settings, src_vocab, tgt_vocab, settings.src_bos,
+                            min(cls.length_classes - 1, arch.max_positions - 2))

@@ -415,6 +415,7 @@ class Transformer(Method):
     """The baseline: a Transformer encoder and decoder, fairseq-initialised."""
 
     settings = TransformerSettings
+    autoregressive = EncoderDecoder
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
@@ -428,4 +429,5 @@ class Transformer(Method):
         encoder = TransformerEncoder(arch, src_embed)
         decoder = TransformerDecoder(arch, tgt_embed)
         fairseq_init(src_embed, tgt_embed, encoder.layers, decoder.layers)
-        return EncoderDecoder(encoder, decoder, settings, src_vocab, tgt_vocab, settings.src_bos)
+        return cls.autoregressive(encoder, decoder, settings, src_vocab, tgt_vocab,
+                                  settings.src_bos)

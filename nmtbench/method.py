@@ -266,6 +266,11 @@ class Method:
     # values of the setting `decoding` it accepts, its default first: at (beam search), nat
     # (mask-predict); a method without the setting decodes `at`
     decodings: ClassVar[tuple[str, ...]] = ("at",)
+    # the model classes `build` joins its encoder and decoder with (EncoderDecoder,
+    # ConditionalMaskedLM): a method that differs only in its objective, optimiser groups or
+    # warm start subclasses an existing method and names a subclass of its model here
+    autoregressive: ClassVar[type[Model]]
+    parallel: ClassVar[type[Model]]
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,

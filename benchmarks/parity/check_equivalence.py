@@ -11,7 +11,6 @@ from the harness model; both then train on fairseq's own batches, each with its 
 (fairseq's Adam, torch's Adam), gradient clipping and the inverse-sqrt warm-up rates.
 """
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -23,29 +22,20 @@ from fairseq.optim.adam import Adam as FairseqAdam
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from methods.transformer import Transformer, TransformerSettings, sinusoids  # noqa: E402
 from nmtbench.method import Batch, Vocab  # noqa: E402
-
-
-def harness_module():
-    """methods/transformer.py alone (the methods package imports the BERT methods too)."""
-    spec = importlib.util.spec_from_file_location("harness_transformer",
-                                                  ROOT / "methods" / "transformer.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def fairseq_names(cfg) -> dict[str, str]:
     """Harness parameter-name prefixes -> fairseq's."""
-    names = {"src_embed.": "encoder.embed_tokens.", "tgt_embed.": "decoder.embed_tokens."}
+    names = {"encoder.embed.": "encoder.embed_tokens.", "decoder.embed.": "decoder.embed_tokens."}
     parts = {"self_attn": "self_attn", "self_attn_norm": "self_attn_layer_norm",
              "ffn.fc1": "fc1", "ffn.fc2": "fc2", "ffn_norm": "final_layer_norm",
              "cross_attn": "encoder_attn", "cross_attn_norm": "encoder_attn_layer_norm"}
     for side, layers in (("encoder", cfg.encoder_layers), ("decoder", cfg.decoder_layers)):
         for i in range(layers):
             for ours, theirs in parts.items():
-                names[f"{side}.{i}.{ours}."] = f"{side}.layers.{i}.{theirs}."
+                names[f"{side}.layers.{i}.{ours}."] = f"{side}.layers.{i}.{theirs}."
     return names
 
 
@@ -57,22 +47,21 @@ def main() -> None:
     theirs, criterion = task.build_model(args), task.build_criterion(args)
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
 
-    transformer = harness_module()
-    cfg = transformer.transformer_config({"size": "tiny", "d_model": args.encoder_embed_dim,
-                                          "ffn_dim": args.encoder_ffn_embed_dim,
-                                          "n_heads": args.encoder_attention_heads,
-                                          "encoder_layers": args.encoder_layers,
-                                          "decoder_layers": args.decoder_layers,
-                                          "dropout": args.dropout})
+    settings = {"size": "tiny", "d_model": args.encoder_embed_dim,
+                "ffn_dim": args.encoder_ffn_embed_dim, "n_heads": args.encoder_attention_heads,
+                "encoder_layers": args.encoder_layers, "decoder_layers": args.decoder_layers,
+                "dropout": args.dropout}
+    cfg = TransformerSettings.from_config(settings).architecture
 
     def vocab(d):  # fairseq's layout: the decoder starts from </s>
         return Vocab(size=len(d), pad=d.pad(), bos=d.eos(), eos=d.eos(), unk=d.unk(),
                      mask=d.unk())
 
     torch.manual_seed(args.seed)
-    ours = transformer.Transformer(cfg, vocab(src_dict), vocab(tgt_dict))
+    ours = Transformer.build(settings, vocab(src_dict), vocab(tgt_dict))
     first = src_dict.pad() + 1  # fairseq's first position
-    ours.positions = transformer.sinusoids(cfg.max_positions + first, cfg.d_model)[first:]
+    for side in (ours.encoder, ours.decoder):
+        side.embedder.positions = sinusoids(cfg.max_positions + first, cfg.d_model)[first:]
     names = fairseq_names(cfg)
     copied = {}
     for key, value in ours.state_dict().items():

@@ -84,10 +84,10 @@ def experiment_settings(experiment: str, seed: int, epochs: int | None) -> dict[
 
 def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
     """The harness's settings as fairseq-train flags."""
-    from methods.transformer import transformer_config
+    from methods.transformer import TransformerSettings
     from nmtbench.train_config import TrainConfig
 
-    m, t = transformer_config(settings), TrainConfig.from_dict(settings)
+    m, t = TransformerSettings.from_config(settings), TrainConfig.from_dict(settings)
     args = ["--arch", arch, "--share-decoder-input-output-embed",
             "--dropout", str(m.dropout), "--attention-dropout", str(m.attention_dropout),
             "--activation-dropout", str(m.activation_dropout),
