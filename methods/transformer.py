@@ -11,6 +11,10 @@ Details the papers and fairseq leave to us, and what we chose:
   only the difference between positions matters);
 - sequences longer than `max_positions` are an error rather than silently wrapped;
 - the decoder's position during incremental decoding is the length of its self-attention cache.
+
+The building blocks here serve every method: `TransformerEncoder` and `TransformerDecoder` (its
+causal or non-causal self-attention, incremental `start`/`step`), and `EncoderDecoder`, the
+autoregressive model every method with beam search builds from an encoder and this decoder.
 """
 
 from __future__ import annotations
