@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nmtbench import decode_settings
 from nmtbench.errors import InputError
 
 
@@ -49,21 +50,23 @@ def cmd_train(args: argparse.Namespace) -> None:
     from nmtbench.trainer import Trainer
 
     _threads(args.threads)
-    paths = {k: getattr(args, k) for k in ("train_src", "train_tgt", "valid_src", "valid_tgt",
-                                           "src_tokenizer", "tgt_tokenizer")}
-    if (args.bt_src is None) != (args.bt_tgt is None):
-        raise InputError("--bt-src and --bt-tgt go together (synthetic sources, monolingual "
-                         "targets)")
-    if args.bt_src is not None:
-        paths.update(bt_src=args.bt_src, bt_tgt=args.bt_tgt)
-    paths["pretrained"] = {}
-    for item in args.pretrained:
-        role, sep, directory = item.partition("=")
-        if not sep or not directory:
-            raise InputError(f"--pretrained {item!r}: expected ROLE=DIRECTORY")
-        paths["pretrained"][role] = directory
+    paths: dict[str, Any] = {k: getattr(args, k) for k in (
+        "train_src", "train_tgt", "valid_src", "valid_tgt", "src_tokenizer", "tgt_tokenizer")}
+    paths["pretrained"] = _named(args.pretrained, "--pretrained", "ROLE=DIRECTORY")
+    paths["inputs"] = _named(args.input, "--input", "NAME=PATH")
     summary = Trainer(args.run_dir, json.loads(args.config), paths, device=args.device).run()
     logging.info("training finished: %s", summary)
+
+
+def _named(items: list[str], option: str, form: str) -> dict[str, str]:
+    """NAME=VALUE options as a mapping."""
+    named = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise InputError(f"{option} {item!r}: expected {form}")
+        named[name] = value
+    return named
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
@@ -71,10 +74,9 @@ def cmd_decode(args: argparse.Namespace) -> None:
     from nmtbench.translate import translate_file
 
     _threads(args.threads)
-    info = translate_file(args.run_dir, args.src, args.out, batch_size=args.batch_size,
-                          checkpoint=args.checkpoint, average_last=args.average_last,
-                          device=args.device, max_lines=args.max_lines,
-                          **_search_arguments(args))
+    settings = decode_settings.from_arguments(args, batch_size=args.batch_size)
+    info = translate_file(args.run_dir, args.src, args.out, settings, device=args.device,
+                          max_lines=args.max_lines)
     if args.info:
         write_json(args.info, info)
 
@@ -82,8 +84,8 @@ def cmd_decode(args: argparse.Namespace) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from nmtbench.evaluate import evaluate_run
 
-    metrics = evaluate_run(args.run_dir, args.split, args.hyp, args.ref, args.out,
-                           lowercase=args.lowercase, detok_lang=args.detok_lang,
+    metrics = evaluate_run(args.summary, args.run_config, args.split, args.hyp, args.ref,
+                           args.out, lowercase=args.lowercase, detok_lang=args.detok_lang,
                            raw_ref_path=args.raw_ref, decode_info=args.info,
                            compound_split=args.compound_split)
     logging.info("BLEU %s", metrics["bleu"])
@@ -93,12 +95,13 @@ def cmd_latency(args: argparse.Namespace) -> None:
     from nmtbench.latency import measure_latency
 
     _threads(args.threads)
-    settings = {**_search_arguments(args), "checkpoint": args.checkpoint,
-                "average_last": args.average_last}
-    try:
-        baseline = json.loads(args.baseline_decode) if args.baseline_decode else {}
-    except json.JSONDecodeError as err:
-        raise InputError(f"--baseline-decode is not JSON: {err}") from None
+    settings = decode_settings.from_arguments(args)
+    baseline = None
+    if args.baseline_decode:
+        try:
+            baseline = decode_settings.DecodeSettings.from_dict(json.loads(args.baseline_decode))
+        except (json.JSONDecodeError, TypeError) as err:
+            raise InputError(f"--baseline-decode: {err}") from None
     result = measure_latency(args.run_dir, args.src, args.out, sentences=args.sentences,
                              throughput_batch=args.throughput_batch, device=args.device,
                              settings=settings, baseline_dir=args.baseline_run_dir,
@@ -164,9 +167,10 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> None:
-    from nmtbench.pretrained import PRETRAINED_DIR, snapshot
+    from nmtbench import layout
+    from nmtbench.pretrained import snapshot
 
-    out = snapshot(args.name, args.out or f"{PRETRAINED_DIR}/{args.name}")
+    out = snapshot(args.name, args.out or layout.PRETRAINED_DIR.format(pretrained=args.name))
     logging.info("checkpoint %s saved to %s", args.name, out)
 
 
@@ -199,26 +203,8 @@ def cmd_report(args: argparse.Namespace) -> None:
         logging.info("wrote %s", path)
 
 
-SEARCH_ARGUMENTS = ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b", "length_beam",
-                    "iterations")
-
-
-def _search_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in SEARCH_ARGUMENTS}
-
-
 def _decoding_arguments(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--beam", type=int, default=5, help="beam search: beam width")
-    s.add_argument("--lenpen", type=float, default=1.0)
-    s.add_argument("--lenpen-form", choices=["fairseq", "gnmt"], default="fairseq")
-    s.add_argument("--max-len-a", type=float, default=1.2)
-    s.add_argument("--max-len-b", type=int, default=10)
-    s.add_argument("--length-beam", type=int, default=4,
-                   help="mask-predict: target-length candidates")
-    s.add_argument("--iterations", type=int, default=10, help="mask-predict: at most this many")
-    s.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    s.add_argument("--average-last", type=int, default=0,
-                   help="average the last k epoch checkpoints instead")
+    decode_settings.add_arguments(s)
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int)
 
@@ -247,8 +233,9 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument(f"--{name}", required=True)
     s.add_argument("--pretrained", action="append", default=[], metavar="ROLE=DIR",
                    help="a checkpoint the method loads, e.g. src_bert=data/pretrained/x")
-    s.add_argument("--bt-src", help="back-translated sources (bt_sentences takes the first)")
-    s.add_argument("--bt-tgt", help="the monolingual target sentences they translate")
+    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
+                   help="another run's output the run trains with (nmtbench.trainer "
+                   "RUN_INPUTS), e.g. init_from=results/runs/.../checkpoints/best.pt")
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_train)
@@ -263,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
     s.add_argument("--out", required=True)
     s.add_argument("--settings", required=True,
-                   help="JSON object of nmtbench.pretraining.PretrainConfig fields")
+                   help="JSON object of nmtbench.pretrain_config.PretrainConfig fields")
     s.add_argument("--threads", type=int)
     s.set_defaults(func=cmd_pretrain)
 
@@ -283,14 +270,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--src", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--info", help="write the decoding settings and time as JSON here")
-    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--batch-size", type=int, default=decode_settings.DecodeSettings.batch_size)
     s.add_argument("--max-lines", type=int,
                    help="translate only the first N lines (there must be that many)")
     _decoding_arguments(s)
     s.set_defaults(func=cmd_decode)
 
     s = sub.add_parser("evaluate", help="score a run's hypotheses into metrics.json")
-    s.add_argument("--run-dir", required=True)
+    s.add_argument("--summary", required=True, help="the run's train_summary.json")
+    s.add_argument("--run-config", required=True, help="the run's config.json")
     s.add_argument("--split", required=True)
     s.add_argument("--hyp", required=True)
     s.add_argument("--ref", required=True, help="tokenized reference")

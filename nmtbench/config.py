@@ -14,20 +14,20 @@ from typing import Any
 import jsonschema
 import yaml
 
+from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError, schema_key
+from nmtbench.method_registry import method_infos
 from nmtbench.papers import PAPERS_DIR, load_catalogue
-from nmtbench.plan import Plan
-from nmtbench.pretrained import checkpoint_dir
-from nmtbench.pretraining import PretrainConfig
+from nmtbench.plan import Plan, generated
+from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.recipes import check_sources
 from nmtbench.train_config import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
 
 
-def validate(config: dict[str, Any], schema_path: str | Path) -> None:
+def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
     """Check the config against the JSON schema; the first error becomes a one-line message."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
@@ -43,60 +43,71 @@ def check(config: dict[str, Any], schema_path: str | Path,
           papers_dir: str | Path = PAPERS_DIR) -> Plan:
     """Schema, paper files, then references: experiments -> methods, tables -> datasets.
 
-    Returns the plan, so the workflow builds its DAG from exactly what was checked.
+    Returns the plan, so the workflow builds its DAG from exactly what was checked. The
+    implemented methods are the schema's (`$defs.methods`): checking imports none of them.
     """
-    from methods import METHODS
-
     # `--config seeds=[1,2]` arrives as strings (snakemake parses lists with YAML's BaseLoader)
     if isinstance(config.get("seeds"), list):
         config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
                            for s in config["seeds"]]
-    validate(config, schema_path)
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    validate(config, schema)
     resolve_reversed(config["datasets"])
-    plan = Plan(config, load_catalogue(papers_dir),
-                {name: method.config_keys() for name, method in METHODS.items()})
+    definitions = schema["$defs"]
+    implemented = method_infos(definitions)
+    plan = Plan(config, load_catalogue(papers_dir), implemented)
     trainer_keys = {f.name for f in fields(TrainConfig)}
-    definitions = yaml.safe_load(Path(schema_path).read_text())["$defs"]
     decode_schema = definitions["decode"]
-    methods = set(METHODS) | plan.catalogue.methods  # implemented, or named by the papers
+    methods = set(implemented) | plan.catalogue.methods  # implemented, or named by the papers
     for name in config.get("experiments", {}):
         method = plan.experiments[name]["method"]
         if method not in methods:  # a typo would otherwise read as "not implemented"
             raise InputError(f"config key 'experiments.{name}.method': unknown method "
                              f"{method!r}; known: {', '.join(sorted(methods))}")
+    defaults_checked, warm_starts = set(), []
     for name, experiment in plan.experiments.items():
         method = experiment["method"]
         if plan.status(name) != "ok":
             continue  # not implemented yet, or quoted from other work: no run, nothing to check
-        known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | METHODS[method].config_keys()
+        info = implemented[method]
+        known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | info.keys
         where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
                  else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
         for key in experiment:
             if key not in known:
                 raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
                                  f"method {method!r}")
-        _check_against(decode_schema, experiment.get("decode", {}), f"{where}.decode")
-        decoding = experiment.get("decoding", "at")
-        if decoding not in METHODS[method].decodings:
+        decoding = experiment.get("decoding", info.decodings[0])
+        if decoding not in info.decodings:
             raise InputError(f"{where}.decoding': method {method!r} decodes with "
-                             f"{' or '.join(METHODS[method].decodings)}, not {decoding!r}")
+                             f"{' or '.join(info.decodings)}, not {decoding!r}")
+        _check_against(info.schema, {k: v for k, v in experiment.items()
+                                     if k not in SETTINGS_OUTSIDE_TRAINER}, where)
+        _check_against(decode_schema, experiment.get("decode", {}), f"{where}.decode")
+        if "init_from" in experiment:
+            warm_starts.append((name, where))
         for key in config["defaults"]:
             if key not in known:
                 raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
                                  f"or of method {method!r}")
+        if method not in defaults_checked:
+            _check_against(info.schema, config["defaults"], "config key 'defaults")
+            defaults_checked.add(method)
+    for name, where in warm_starts:  # once every experiment's settings are checked
+        _check_init_from(plan, name, where)
     for dataset, spec in config["datasets"].items():
         for name, settings in spec.get("overrides", {}).items():
             where = f"config key 'datasets.{dataset}.overrides.{name}"
             method = plan.experiments[name]["method"] if name in plan.experiments else name
-            if method not in METHODS:
-                raise InputError(f"{where}': neither a method ({', '.join(sorted(METHODS))}) "
+            if method not in implemented:
+                raise InputError(f"{where}': neither a method ({', '.join(sorted(implemented))}) "
                                  "nor an experiment with one")
-            known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | METHODS[method].config_keys()
+            known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | implemented[method].keys
             for key in settings:  # checked like an experiment's keys: a typo is never ignored
                 if key not in known:
                     raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
                                      f"method {method!r}")
-            _check_against(definitions["settings"],
+            _check_against(implemented[method].schema,
                            {k: v for k, v in settings.items() if k != "decode"}, where)
             _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
         teacher = spec.get("seq_kd")
@@ -163,11 +174,21 @@ def resolve_reversed(datasets: dict[str, Any]) -> None:
         datasets[name] = {**inherited, **spec}
 
 
-def generated(datasets: dict[str, Any], name: str) -> bool:
-    """Is the dataset a toy world, or one read the other way round? (It then has monolingual
-    text of its own on both sides.)"""
-    spec = datasets[name]
-    return "toyworld" in (spec["kind"], datasets.get(spec.get("of"), {}).get("kind"))
+def _check_init_from(plan: Plan, name: str, where: str) -> None:
+    """The warm start names an implemented experiment, and following warm starts from there
+    never comes back (an experiment cannot start from itself, directly or through a chain)."""
+    chain = [name]
+    spec = plan.experiments[name].get("init_from")
+    while spec is not None:
+        parent = spec["experiment"]
+        if parent not in plan.experiments or plan.status(parent) != "ok":
+            raise InputError(f"{where}.init_from.experiment': {parent!r} is not an implemented "
+                             "experiment")
+        if parent in chain:
+            raise InputError(f"{where}.init_from.experiment': warm starts form a cycle "
+                             f"({' -> '.join([*chain, parent])})")
+        chain.append(parent)
+        spec = plan.experiments[parent].get("init_from")
 
 
 def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:

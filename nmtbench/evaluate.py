@@ -1,4 +1,4 @@
-"""Score one run's hypotheses and write its metrics.json (BLEU both ways, params, timings)."""
+"""Score one run's hypotheses and write its metrics file (BLEU both ways, params, timings)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from nmtbench.metrics import bleu, detokenize, rouge
 from nmtbench.preprocess import split_compounds
 
 
-def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path: str | Path,
-                 out_path: str | Path, *, lowercase: bool, detok_lang: str,
+def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
+                 hyp_path: str | Path, ref_path: str | Path, out_path: str | Path, *,
+                 lowercase: bool, detok_lang: str,
                  raw_ref_path: str | Path | None = None,
                  decode_info: str | Path | None = None,
                  compound_split: bool = False) -> dict[str, Any]:
@@ -22,9 +23,9 @@ def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path
     The hypotheses are word-level tokenized text (the target tokenizer's words); sacreBLEU
     sees them Moses-detokenized, and sees the raw reference when the dataset has one, else the
     detokenized tokenized reference. `compound_split` splits hyphenated compounds in both
-    before tokenized BLEU, as the papers scored WMT14 En-De.
+    before tokenized BLEU, as the papers scored WMT14 En-De. The run's train_summary.json
+    and config.json give its parameter counts, training record and method.
     """
-    run_dir = Path(run_dir)
     hyps = read_lines(hyp_path)
     refs = read_lines(ref_path)
     if len(hyps) != len(refs):
@@ -34,12 +35,9 @@ def evaluate_run(run_dir: str | Path, split: str, hyp_path: str | Path, ref_path
     scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
                   detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
     scores["compound_split"] = compound_split
-    summary = json.loads((run_dir / "train_summary.json").read_text())
-    config = json.loads((run_dir / "config.json").read_text())
+    summary = json.loads(Path(summary_path).read_text())
+    config = json.loads(Path(config_path).read_text())
     metrics = {
-        "dataset": run_dir.parent.parent.name,
-        "experiment": run_dir.parent.name,
-        "seed": int(run_dir.name.removeprefix("seed")),
         "method": config["experiment"]["method"],
         "split": split,
         "bleu": scores,

@@ -15,27 +15,20 @@ import statistics
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from nmtbench import layout  # noqa: E402
 from nmtbench.errors import InputError  # noqa: E402
 from nmtbench.fileio import read_json  # noqa: E402
+from nmtbench.metric_registry import METRICS  # noqa: E402
 from nmtbench.papers import Figure  # noqa: E402
-from nmtbench.plan import Cell, Plan, buckets_name  # noqa: E402
-
-if TYPE_CHECKING:
-    from nmtbench.report import Results
-
-METRIC_LABELS = {
-    "bleu_tokenized": "BLEU (tokenized)", "sacrebleu": "sacreBLEU", "rouge1": "ROUGE-1",
-    "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "latency_ms": "latency (ms)",
-    "speedup": "speedup", "params_trained": "#trained parameters",
-    "params_total": "#parameters",
-}
+from nmtbench.plan import Cell, Plan, buckets_file  # noqa: E402
+from nmtbench.results import Results  # noqa: E402
 
 
 @dataclass
@@ -56,7 +49,7 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
         plan, results, figure, cells, ax, series)
     skipped = [f"{c.experiment} ({c.status})" for c in cells if c.status != "ok"]
     missing = [c.experiment for c in cells if c.status == "ok" and c.run not in plotted]
-    runs = sorted({f"results/runs/{c.dataset}/{c.run}" for c in cells if c.run in plotted})
+    runs = sorted({_run_path(c) for c in cells if c.run in plotted})
     paper = plan.catalogue.papers.get(figure.paper, {}).get("citation", figure.paper)
     caption = (f"{figure.caption.rstrip('.')}. Data: {', '.join(runs) or 'none yet'} "
                f"(seeds {', '.join(map(str, plan.seeds))}, {figure.split} split). "
@@ -94,10 +87,15 @@ def _back_translation_note(plan: Plan, results: Results, cells: list[Cell]) -> s
         bleu = _mean([results.measure(bt.reverse, "test", "bleu_tokenized", s, None)
                       for s in plan.seeds])
         notes.append(f" Back-translations: up to {bt.sentences} target-side sentences "
-                     f"translated by results/runs/{bt.reverse.dataset}/{bt.reverse.run} "
+                     f"translated by {_run_path(bt.reverse)} "
                      f"({bt.reverse.experiment}; test BLEU "
                      f"{'not yet measured' if bleu is None else f'{bleu:.2f}'}).")
     return "".join(notes)
+
+
+def _run_path(cell: Cell) -> str:
+    """The directory of the cell's run, all seeds (the caption names the seeds)."""
+    return layout.RUN_SEEDS.format(dataset=cell.dataset, run=cell.run)
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -125,13 +123,13 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
         y2s.append(y2)
         plotted.add(cell.run)
     series[spec["y"]] = list(zip(xs, ys, strict=True))
-    ax.plot(xs, ys, "o-", color="tab:blue", label=f"ours: {METRIC_LABELS[spec['y']]}")
+    ax.plot(xs, ys, "o-", color="tab:blue", label=f"ours: {METRICS[spec['y']].label}")
     reported = spec.get("reported", {})
     if reported.get("y"):
         ax.plot(spec["x"]["values"], reported["y"], "o--", color="tab:blue", alpha=0.5,
                 label="paper")
     ax.set_xlabel(spec["x"]["label"])
-    ax.set_ylabel(METRIC_LABELS[spec["y"]], color="tab:blue")
+    ax.set_ylabel(METRICS[spec["y"]].label, color="tab:blue")
     if len(set(spec["x"]["values"])) > 1 and min(spec["x"]["values"]) > 0 and (
             max(spec["x"]["values"]) / min(spec["x"]["values"]) >= 8):
         ax.set_xscale("log", base=2)
@@ -139,10 +137,10 @@ def _sweep(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
         series[spec["y2"]] = list(zip(xs, y2s, strict=True))
         twin = ax.twinx()
         twin.plot(xs, y2s, "s-", color="tab:orange",
-                  label=f"ours: {METRIC_LABELS[spec['y2']]}")
+                  label=f"ours: {METRICS[spec['y2']].label}")
         if reported.get("y2"):
             twin.plot(spec["x"]["values"], reported["y2"], "s--", color="tab:orange", alpha=0.5)
-        twin.set_ylabel(METRIC_LABELS[spec["y2"]], color="tab:orange")
+        twin.set_ylabel(METRICS[spec["y2"]].label, color="tab:orange")
         handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=8)
     else:
@@ -158,7 +156,7 @@ def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
     for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
         if cell.status != "ok":
             continue
-        per_seed = [_valid_bleu(results.path(f"{cell.run_dir(s)}/train_log.jsonl"), axis)
+        per_seed = [_valid_bleu(results.path(cell.file(layout.TRAIN_LOG, s)), axis)
                     for s in plan.seeds]
         if not all(per_seed):
             continue
@@ -197,8 +195,7 @@ def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax
     for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
         if cell.status != "ok":
             continue
-        data = [read_json(results.path(f"{cell.run_dir(s)}/"
-                                       f"{buckets_name(figure.split, cell.tag, cutoffs)}"))
+        data = [read_json(results.path(buckets_file(cell, figure.split, cutoffs, s)))
                 for s in plan.seeds]
         if not all(data):
             continue

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from nmtbench.decode_settings import DecodeSettings
 from nmtbench.devices import hardware_name
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
@@ -56,10 +57,10 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
 class Decoder:
     """One trained run ready to translate, with the decoding settings it is measured under."""
 
-    def __init__(self, run_dir: str | Path, settings: dict[str, Any], device: str):
+    def __init__(self, run_dir: str | Path, settings: DecodeSettings, device: str):
         self.run_dir = str(run_dir)
         self.model, self.src_tok, self.tgt_tok, _ = load_run_model(
-            run_dir, settings.get("checkpoint", "best"), settings.get("average_last", 0), device)
+            run_dir, settings.checkpoint, settings.average_last, device)
         self.search = search_settings(self.model, settings)
 
     def __call__(self, lines: list[str], batch_size: int = 1) -> list[str]:
@@ -79,8 +80,8 @@ class Decoder:
 
 def measure_latency(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
                     sentences: int, throughput_batch: int, device: str = "auto",
-                    settings: dict[str, Any], baseline_dir: str | Path | None = None,
-                    baseline_settings: dict[str, Any] | None = None) -> dict[str, Any]:
+                    settings: DecodeSettings, baseline_dir: str | Path | None = None,
+                    baseline_settings: DecodeSettings | None = None) -> dict[str, Any]:
     """Latency of the run (and of the baseline run, for the speedup) on the first
     `sentences` test sentences after WARMUP more; write the JSON record to out_path."""
     lines = read_lines(src_path)
@@ -89,7 +90,7 @@ def measure_latency(run_dir: str | Path, src_path: str | Path, out_path: str | P
     lines = lines[: WARMUP + sentences]
     decoders = [Decoder(run_dir, settings, device)]
     if baseline_dir is not None:
-        decoders.append(Decoder(baseline_dir, baseline_settings or {}, device))
+        decoders.append(Decoder(baseline_dir, baseline_settings or DecodeSettings(), device))
     dev = next(decoders[0].model.parameters()).device
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times = per_item_ms(decoders, [[line] for line in lines], WARMUP, sync=sync)

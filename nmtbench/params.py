@@ -8,10 +8,11 @@ from pathlib import Path
 from transformers import PretrainedConfig
 
 from methods import get_method
+from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.config import pretrain_settings
 from nmtbench.method import Vocab
 from nmtbench.plan import Plan
-from nmtbench.pretrained import checkpoint_dir, model_config
+from nmtbench.pretrained import model_config
 from nmtbench.pretraining import PretrainConfig, architecture
 from nmtbench.tokenization import load_tokenizer, vocab_of
 

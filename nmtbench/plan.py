@@ -10,8 +10,12 @@ method: the toy world shrinks every Transformer to `tiny`). Two consequences kee
   settings of its own) that asks for those settings itself, i.e. the dataset's overrides change
   none of the settings it names (`transformer-base`, not `bertkd-transformer-base`); the report
   says which cells share a run.
-- Decoding is identified by its settings (`decode_tag`), so experiments that differ only in
-  beam or length penalty decode the same trained model twice instead of training it twice.
+- Decoding is identified by its settings (`DecodeSettings.tag`), so experiments that differ
+  only in beam or length penalty decode the same trained model twice instead of training it
+  twice.
+
+A run may train with other runs' outputs (`RunInput`): a teacher's translations (`seq_kd`),
+a reverse model's back-translations (`bt_sentences`), another run's checkpoint (`init_from`).
 
 Cells whose method is not implemented (or is `external`, quoted by the paper from other work)
 need no files; the report shows them as such.
@@ -20,11 +24,15 @@ need no files; the report shows them as such.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from nmtbench import layout
+from nmtbench.decode_settings import DecodeSettings
 from nmtbench.errors import InputError
+from nmtbench.method_registry import MethodInfo
+from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Catalogue, Figure, Table
 
 EXTERNAL = "external"
@@ -35,32 +43,6 @@ NOT_TRAINING = {"description", "decode"}
 # (`back_translation: true`: trained with a published back-translated corpus, e.g. Caswell et
 # al.'s 24M WMT14 pairs; back-translating in the DAG is `bt_sentences`.)
 SETTINGS_NOT_BUILT = {"back_translation"}
-DECODE_DEFAULTS = {"max_len_a": 1.2, "max_len_b": 10, "length_beam": 4, "iterations": 10}
-# Beam-search settings named in a tag only when they differ from their default.
-OPTIONAL_IN_TAG = ("max_len_a", "max_len_b")
-# Settings naming a pre-trained checkpoint, and the side whose dataset checkpoint fills them.
-CHECKPOINT_ROLES = {"src_bert": "src", "tgt_bert": "tgt"}
-
-
-def _number(value: float) -> str:
-    return f"{value:g}".replace(".", "p").replace("-", "m")
-
-
-def decode_tag(settings: dict[str, Any]) -> str:
-    """A file-name-safe name for everything in `settings` that changes the hypotheses: the
-    settings of the experiment's search (beam search, or mask-predict for `decoding: nat`)
-    and the checkpoint."""
-    ckpt = (f"avg{settings['average_last']}" if settings.get("average_last")
-            else settings["checkpoint"])
-    if settings.get("decoding") == "nat":
-        return f"lb{settings['length_beam']}-it{settings['iterations']}-{ckpt}"
-    tag = (f"beam{settings['beam']}-lp{_number(settings['lenpen'])}-{settings['lenpen_form']}"
-           f"-{ckpt}")
-    for key in OPTIONAL_IN_TAG:
-        default = DECODE_DEFAULTS[key]
-        if settings.get(key, default) != default:
-            tag += f"-{key.replace('_', '')}{_number(settings[key])}"
-    return tag
 
 
 @dataclass(frozen=True)
@@ -73,8 +55,13 @@ class Cell:
     run: str | None = None  # the training run's name (shared between identical experiments)
     tag: str | None = None  # the decoding settings
 
-    def run_dir(self, seed: int) -> str:
-        return f"results/runs/{self.dataset}/{self.run}/seed{seed}"
+    def file(self, template: str, seed: int | str, **values: Any) -> str:
+        """A layout template of this cell's run and decoding, for one seed."""
+        return template.format(dataset=self.dataset, run=self.run, seed=seed, tag=self.tag,
+                               **values)
+
+    def run_dir(self, seed: int | str) -> str:
+        return self.file(layout.RUN, seed)
 
 
 @dataclass(frozen=True)
@@ -88,16 +75,51 @@ class BackTranslation:
     sentences: int
 
     def file(self, dataset: str, seed: int | str) -> str:
-        return (f"{self.reverse.run_dir(seed)}/backtranslate.{dataset}.{self.sentences}."
-                f"{self.reverse.tag}.txt")
+        return self.reverse.file(layout.BACKTRANSLATE, seed, forward=dataset,
+                                 sentences=self.sentences)
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """A file a run trains with that another run (or the data) provides, passed to the
+    trainer as `--input NAME=PATH` (nmtbench/trainer.py says what it does with each name).
+
+    `template` is formatted with the providing run's cell, the seed and `values`; the DAG
+    waits for `dependency` (same formatting), or for the file itself when a rule makes it (a
+    checkpoint is no rule's output: its run's train_summary.json is). A new input (e.g. a
+    teacher's soft targets) is one more RunInput in `Plan.run_inputs` plus the rule that
+    writes its file."""
+
+    name: str
+    cell: Cell | None  # the run providing it; None: data (`template` is then a plain path)
+    template: str
+    dependency: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def path(self, seed: int | str) -> str:
+        return self._format(self.template, seed)
+
+    def needs(self, seed: int | str) -> str:
+        """The file the DAG waits for before the run trains."""
+        return self._format(self.dependency or self.template, seed)
+
+    def _format(self, template: str, seed: int | str) -> str:
+        return template if self.cell is None else self.cell.file(template, seed, **self.values)
+
+
+def generated(datasets: dict[str, Any], name: str) -> bool:
+    """Is the dataset a toy world, or one read the other way round? (It then has monolingual
+    text of its own on both sides.)"""
+    spec = datasets[name]
+    return "toyworld" in (spec["kind"], datasets.get(spec.get("of"), {}).get("kind"))
 
 
 class Plan:
     """The requested tables/figures of one config, resolved against the paper catalogue."""
 
     def __init__(self, config: dict[str, Any], catalogue: Catalogue,
-                 implemented: dict[str, set[str]]) -> None:
-        """`implemented` maps each implemented method to the config keys it reads."""
+                 implemented: dict[str, MethodInfo]) -> None:
+        """`implemented`: each implemented method, as config/schema.yaml describes it."""
         self.config = config
         self.catalogue = catalogue
         self.implemented = implemented
@@ -157,6 +179,12 @@ class Plan:
         decode = {**method.get("decode", {}), **named.get("decode", {})}
         return {**method, **named, **({"decode": decode} if decode else {})}
 
+    def checkpoint_roles(self, experiment: str) -> dict[str, str]:
+        """The settings of the experiment's method naming a pre-trained checkpoint (`src_bert`)
+        -> the side whose dataset checkpoint fills them."""
+        info = self.implemented.get(self.experiments[experiment]["method"])
+        return info.checkpoint_roles if info is not None else {}
+
     def train_settings(self, dataset: str, experiment: str, seed: int | None = None,
                        with_overrides: bool = True) -> dict[str, Any]:
         """defaults <- the dataset's checkpoints <- experiment <- the dataset's overrides for
@@ -164,17 +192,16 @@ class Plan:
         role of the method (`src_bert`, `tgt_bert`) that the experiment leaves open."""
         spec = self.experiments[experiment]
         settings = dict(self.config["defaults"])
-        keys = self.implemented.get(spec["method"], set())
+        roles = self.checkpoint_roles(experiment)
         checkpoints = self.config["datasets"][dataset].get("checkpoints", {})
-        settings.update({role: checkpoints[side] for role, side in CHECKPOINT_ROLES.items()
-                         if role in keys and side in checkpoints})
+        settings.update({role: checkpoints[side] for role, side in roles.items()
+                         if side in checkpoints})
         settings.update({k: v for k, v in spec.items() if k not in NOT_TRAINING})
         if with_overrides:  # `decode` is decode_settings' part
             settings.update({k: v for k, v in self.overrides(dataset, experiment).items()
                              if k not in NOT_TRAINING})
             # an experiment's `tgt_bert: null` means no such checkpoint: nothing fills it
-            settings.update({role: None for role in CHECKPOINT_ROLES
-                             if role in spec and spec[role] is None})
+            settings.update({role: None for role in roles if role in spec and spec[role] is None})
         if seed is not None:
             settings["seed"] = seed
         return settings
@@ -193,7 +220,7 @@ class Plan:
     def checkpoints(self, dataset: str, run: str) -> dict[str, str]:
         """The pre-trained checkpoints a run loads: role (`src_bert`) -> name."""
         settings = self.train_settings(dataset, run)
-        return {role: settings[role] for role in CHECKPOINT_ROLES if settings.get(role)}
+        return {role: settings[role] for role in self.checkpoint_roles(run) if settings.get(role)}
 
     def _cells(self) -> list[Cell]:
         return ([cell for table in self.tables for _, _, cell in self.table_cells(table)]
@@ -211,15 +238,20 @@ class Plan:
                        for name in self.checkpoints(dataset, run).values()
                        if name in pretraining})
 
-    def decode_settings(self, dataset: str, experiment: str) -> dict[str, Any]:
+    def decode_settings(self, dataset: str, experiment: str) -> DecodeSettings:
+        """The config's `decode`, then the experiment's, then the dataset's overrides'."""
         spec = self.experiments[experiment]
-        return {**DECODE_DEFAULTS, **self.config["decode"], **spec.get("decode", {}),
-                **self.overrides(dataset, experiment).get("decode", {}),
-                "decoding": self.decoding(dataset, experiment)}
+        return DecodeSettings.from_dict({
+            **self.config.get("decode", {}), **spec.get("decode", {}),
+            **self.overrides(dataset, experiment).get("decode", {}),
+            "decoding": self.decoding(dataset, experiment)})
 
     def decoding(self, dataset: str, experiment: str) -> str:
-        """`nat` (mask-predict) or `at` (beam search), as the experiment trains its model."""
-        return self.train_settings(dataset, experiment).get("decoding", "at")
+        """`nat` (mask-predict) or `at` (beam search), as the experiment trains its model
+        (unset: its method's first decoding)."""
+        info = self.implemented.get(self.experiments[experiment]["method"])
+        default = info.decodings[0] if info is not None else "at"
+        return self.train_settings(dataset, experiment).get("decoding", default)
 
     def distillation(self, dataset: str, experiment: str) -> Cell | None:
         """The teacher whose translations of the training set replace its targets, for a
@@ -243,6 +275,44 @@ class Plan:
         reverse = self.run_cell(spec["reverse"], spec["model"],
                                 f"config key 'datasets.{dataset}.back_translation'")
         return BackTranslation(reverse, self.back_translated_sentences(dataset))
+
+    def target_monolingual(self, dataset: str) -> str:
+        """The target-side monolingual text a dataset back-translates: a toy world's own (also
+        read backwards), or the corpus prepared for a real dataset (beside `prepared/`, which
+        `prepare` replaces as a whole)."""
+        if generated(self.config["datasets"], dataset):
+            return layout.PREPARED.format(dataset=dataset, file="mono.tgt")
+        return layout.MONOLINGUAL.format(dataset=dataset)
+
+    def init_from(self, dataset: str, experiment: str) -> tuple[Cell, str] | None:
+        """The run whose checkpoint (best or last) an experiment with `init_from` starts
+        from: that experiment's on the same dataset (and seed)."""
+        spec = self.train_settings(dataset, experiment).get("init_from")
+        if spec is None:
+            return None
+        parent = self.run_cell(dataset, spec["experiment"],
+                               f"experiment {experiment!r}, setting 'init_from'")
+        return parent, spec.get("checkpoint", "best")
+
+    def run_inputs(self, dataset: str, experiment: str) -> dict[str, RunInput]:
+        """What the experiment's run trains with from other runs (and their data), by the
+        name the trainer knows it by."""
+        inputs = []
+        teacher = self.distillation(dataset, experiment)
+        if teacher is not None:  # its translations replace the training targets
+            inputs.append(RunInput("train_tgt", teacher, layout.DISTILL))
+        back_translation = self.back_translation(dataset, experiment)
+        if back_translation is not None:
+            inputs += [RunInput("bt_src", back_translation.reverse, layout.BACKTRANSLATE,
+                                values={"forward": dataset,
+                                        "sentences": back_translation.sentences}),
+                       RunInput("bt_tgt", None, self.target_monolingual(dataset))]
+        parent = self.init_from(dataset, experiment)
+        if parent is not None:
+            cell, checkpoint = parent
+            inputs.append(RunInput("init_from", cell, layout.CHECKPOINT, layout.TRAIN_SUMMARY,
+                                   {"checkpoint": checkpoint}))
+        return {i.name: i for i in inputs}
 
     def back_translated_sentences(self, dataset: str) -> int:
         """The largest `bt_sentences` of any implemented experiment on the dataset (fixed by
@@ -286,25 +356,24 @@ class Plan:
         status = self.status(experiment)
         if status != "ok":
             return Cell(dataset, experiment, status)
-        keys = self.implemented[self.experiments[experiment]["method"]]
-        for role, side in CHECKPOINT_ROLES.items():
-            if role in keys and role not in self.train_settings(dataset, experiment):
+        for role, side in self.checkpoint_roles(experiment).items():
+            if role not in self.train_settings(dataset, experiment):
                 raise InputError(f"{where}: experiment {experiment!r} on dataset {dataset!r} "
                                  f"names no {role} checkpoint (set it in the experiment, or "
                                  f"'datasets.{dataset}.checkpoints.{side}')")
         return Cell(dataset, experiment, status, self._run_names[(dataset, experiment)],
-                    decode_tag(self.decode_settings(dataset, experiment)))
+                    self.decode_settings(dataset, experiment).tag)
 
     @cached_property
-    def _decodes(self) -> dict[str, dict[str, Any]]:
-        return {decode_tag(settings): settings
+    def _decodes(self) -> dict[str, DecodeSettings]:
+        return {settings.tag: settings
                 for dataset in self.config["datasets"] for experiment in self.experiments
                 if self.status(experiment) == "ok"
                 for settings in [self.decode_settings(dataset, experiment)]}
 
-    def decode_for_tag(self, tag: str) -> dict[str, Any]:
+    def decode_for_tag(self, tag: str) -> DecodeSettings:
         """The decoding settings a tag stands for (the rules only see the tag)."""
-        return {"average_last": 0, **self._decodes[tag]}
+        return self._decodes[tag]
 
     def sharing(self, dataset: str, run: str) -> list[str]:
         """The experiments trained by the run `run` on `dataset`."""
@@ -331,7 +400,7 @@ class Plan:
                 for seed in self.seeds:
                     base = baseline.get(j)
                     files.update(self.cell_files(cell, col.split, col.metric, seed, base))
-                    if base is not None and col.metric in SIGNIFICANCE_METRICS and (
+                    if base is not None and METRICS[col.metric].significance and (
                             (base.run, base.tag) != (cell.run, cell.tag)):
                         files.add(bootstrap_file(cell, base, col.split, seed))
         for figure in self.figures:
@@ -359,45 +428,42 @@ class Plan:
     @staticmethod
     def cell_files(cell: Cell, split: str, metric: str, seed: int,
                    baseline: Cell | None = None) -> list[str]:
-        return [latency_file(cell, baseline, seed) if metric in LATENCY_METRICS
-                else f"{cell.run_dir(seed)}/metrics.{split}.{cell.tag}.json"]
+        if METRICS[metric].source == "latency":
+            return [latency_file(cell, baseline, seed)]
+        return [cell.file(layout.METRICS, seed, split=split)]
 
     @staticmethod
     def figure_files(figure: Figure, cell: Cell, seed: int) -> list[str]:
-        run = cell.run_dir(seed)
         if figure.kind == "curve":
-            return [f"{run}/train_summary.json"]
+            return [cell.file(layout.TRAIN_SUMMARY, seed)]
         if figure.kind == "buckets":
-            return [f"{run}/{buckets_name(figure.split, cell.tag, figure.spec['bucket_cutoffs'])}"]
-        files = [f"{run}/metrics.{figure.split}.{cell.tag}.json"]
+            return [buckets_file(cell, figure.split, figure.spec["bucket_cutoffs"], seed)]
+        files = [cell.file(layout.METRICS, seed, split=figure.split)]
         for metric in filter(None, (figure.spec["y"], figure.spec.get("y2"))):
             files += Plan.cell_files(cell, figure.split, metric, seed)
         return files
 
     def figure_outputs(self) -> list[str]:
-        return [f"results/figures/{f.name}.{ext}" for f in self.figures for ext in ("png", "pdf")]
-
-
-SIGNIFICANCE_METRICS = {"bleu_tokenized", "sacrebleu"}
-LATENCY_METRICS = {"latency_ms", "speedup"}
+        return [layout.FIGURE.format(name=f.name, ext=ext)
+                for f in self.figures for ext in ("png", "pdf")]
 
 
 def latency_file(cell: Cell, baseline: Cell | None, seed: int) -> str:
     """The run's latency record: measured with its table's baseline in one job (the speedup),
     or alone when it is the baseline or the table has none."""
-    run = cell.run_dir(seed)
     if baseline is None or (baseline.run, baseline.tag) == (cell.run, cell.tag):
-        return f"{run}/latency.{cell.tag}.json"
-    return f"{run}/latency.{cell.tag}.vs.{baseline.run}.{baseline.tag}.json"
+        return cell.file(layout.LATENCY, seed)
+    return cell.file(layout.LATENCY_VS, seed, baseline=baseline.run, btag=baseline.tag)
 
 
 def bootstrap_file(cell: Cell, baseline: Cell, split: str, seed: int) -> str:
-    return (f"{cell.run_dir(seed)}/bootstrap.{split}.{cell.tag}.vs.{baseline.run}."
-            f"{baseline.tag}.json")
+    return cell.file(layout.BOOTSTRAP, seed, split=split, baseline=baseline.run,
+                     btag=baseline.tag)
 
 
-def buckets_name(split: str, tag: str, cutoffs: list[int]) -> str:
-    return f"buckets.{split}.{tag}.{'-'.join(str(c) for c in cutoffs)}.json"
+def buckets_file(cell: Cell, split: str, cutoffs: list[int], seed: int) -> str:
+    return cell.file(layout.BUCKETS, seed, split=split,
+                     cutoffs="-".join(str(c) for c in cutoffs))
 
 
 def _canonical(settings: dict[str, Any]) -> str:

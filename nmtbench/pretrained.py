@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # imported where used: planning the DAG does not load transfo
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
 
-PRETRAINED_DIR = "data/pretrained"
-
 _BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                   intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)
 _BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
@@ -48,21 +46,6 @@ KNOWN_CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
 
 # Files a snapshot needs: config, vocabulary/tokenizer files and safetensors weights.
 SNAPSHOT_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
-
-
-def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
-    """The directory a checkpoint name stands for: an existing local directory as given;
-    a hub name or a toy pre-training name under data/pretrained/."""
-    if pretraining and name in pretraining:
-        return f"{PRETRAINED_DIR}/{name}"
-    if name.startswith(("/", "./", "../", "~")) or Path(name).is_dir():
-        path = Path(name).expanduser()
-        if not path.is_dir():
-            raise InputError(f"checkpoint directory {name!r} does not exist")
-        return str(path)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?", name):
-        raise InputError(f"checkpoint {name!r} is neither a hub name nor a local directory")
-    return f"{PRETRAINED_DIR}/{name}"
 
 
 def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,44 +30,13 @@ from nmtbench.data import token_batches
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
 from nmtbench.method import Vocab
+from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.tokenization import load_tokenizer, vocab_of
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
-MODELS = ("bert", "gpt2")
-
-
-@dataclass
-class PretrainConfig:
-    model: str  # "bert" (masked LM) or "gpt2" (causal LM)
-    seed: int = 1
-    d_model: int = 128
-    ffn_dim: int = 512
-    n_heads: int = 4
-    layers: int = 3
-    max_positions: int = 256
-    max_tokens: int = 4096  # padded tokens per batch
-    lr: float = 1e-3
-    warmup_updates: int = 200
-    max_updates: int = 1500
-    weight_decay: float = 0.01
-    mask_prob: float = 0.15
-    heldout_sentences: int = 1000
-    log_interval: int = 100
-
-    @classmethod
-    def from_dict(cls, cfg: dict[str, Any]) -> PretrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise InputError(f"pre-training setting {unknown[0]!r} is unknown; known: "
-                             f"{', '.join(sorted(known))}")
-        if cfg.get("model") not in MODELS:
-            raise InputError(f"pre-training model {cfg.get('model')!r}: use one of "
-                             f"{', '.join(MODELS)}")
-        return cls(**cfg)
 
 
 def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:

@@ -17,92 +17,29 @@ import os
 import platform
 import statistics
 import subprocess
-from collections.abc import Callable
+from fnmatch import fnmatch
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
 import torch
 
-from nmtbench import figures
+from nmtbench import figures, layout
 from nmtbench.devices import cpu_model
-from nmtbench.errors import InputError
 from nmtbench.fileio import read_json, write_text
+from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Table
-from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, bootstrap_file
-from nmtbench.pretrained import PRETRAINED_DIR
+from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan
+from nmtbench.results import BETTER, WORSE, Results
 
 MISSING = "missing"
 LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "rouge-score",
              "snakemake", "pandas", "matplotlib")
-BETTER, WORSE = "▲", "▼"
-METRIC_KEYS = {
-    "bleu_tokenized": ("bleu", "tokenized"),
-    "sacrebleu": ("bleu", "sacrebleu"),
-    "rouge1": ("rouge", "rouge1"),
-    "rouge2": ("rouge", "rouge2"),
-    "rougeL": ("rouge", "rougeL"),
-    "params_trained": ("params", "trained"),
-    "params_total": ("params", "total"),
-    "latency_ms": ("latency_ms", "median"),
-    "speedup": ("speedup",),
-}
-COUNTS = {"params_trained", "params_total"}
-
-
-def _get(data: dict, keys: tuple[str, ...], path: Path) -> float:
-    value: Any = data
-    for key in keys:
-        if not isinstance(value, dict) or key not in value:
-            raise InputError(f"{path}: missing key '{'.'.join(keys)}'")
-        value = value[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{path}: key '{'.'.join(keys)}' must be a number, got {value!r}")
-    return float(value)
-
-
-class Results:
-    """Reads the run outputs of a plan's cells from a results directory (results/ or a copy)."""
-
-    def __init__(self, plan: Plan, results_dir: Path) -> None:
-        self.plan = plan
-        self.results_dir = results_dir
-
-    def path(self, planned: str) -> Path:
-        """Where a planned file ("results/runs/...") is in this results directory."""
-        return self.results_dir / Path(planned).relative_to("results")
-
-    def measure(self, cell: Cell, split: str, metric: str, seed: int,
-                baseline: Cell | None) -> float | None:
-        """Our value of one cell for one seed; None when its file is not there yet."""
-        path = self.path(Plan.cell_files(cell, split, metric, seed, baseline)[0])
-        data = read_json(path)
-        if data is None:
-            return None
-        if metric == "speedup" and "baseline" not in data:
-            return 1.0  # the baseline row itself
-        return _get(data, METRIC_KEYS[metric], path)
-
-    def significance(self, cell: Cell, baseline: Cell, split: str) -> str:
-        """▲/▼ when every seed's paired bootstrap says better/worse at p < 0.05."""
-        verdicts = []
-        for seed in self.plan.seeds:
-            path = self.path(bootstrap_file(cell, baseline, split, seed))
-            data = read_json(path)
-            if data is None:
-                return ""
-            verdicts.append(data.get("significance"))
-        if all(v == "better" for v in verdicts):
-            return BETTER
-        if all(v == "worse" for v in verdicts):
-            return WORSE
-        return ""
 
 
 def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
-                 pretrained_dir: Path = Path(PRETRAINED_DIR)) -> list[Path]:
+                 pretrained_dir: Path = Path(layout.PRETRAINED_ROOT)) -> list[Path]:
     """Write tables.md (at `out`) and the requested figures (under `out`'s figures/) from the
     runs in `results_dir` and the checkpoints pre-trained under `pretrained_dir`; `root` is
     the repository whose commit goes into the provenance."""
@@ -153,7 +90,7 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
             if cell.run is not None:
                 for seed in plan.seeds:
                     run_dir = cell.run_dir(seed)
-                    run_links[run_dir] = _link(run_dir.removeprefix("results/runs/"),
+                    run_links[run_dir] = _link(run_dir.removeprefix(layout.RUNS + "/"),
                                                results.path(run_dir), base)
                 members = plan.sharing(cell.dataset, cell.run)
                 if len(members) > 1:
@@ -208,7 +145,7 @@ def _cell_text(plan: Plan, results: Results, table: Table, column: int,
     if not done:
         return MISSING + paper
     text = _format(done, col.metric)
-    if (baseline is not None and col.metric in ("bleu_tokenized", "sacrebleu")
+    if (baseline is not None and METRICS[col.metric].significance
             and (baseline.run, baseline.tag) != (cell.run, cell.tag)):
         text += results.significance(cell, baseline, col.split)
     if len(done) < len(values):
@@ -220,20 +157,9 @@ def _cell_text(plan: Plan, results: Results, table: Table, column: int,
 
 
 def _format(values: list[float], metric: str) -> str:
-    if metric in COUNTS:
-        fmt: Callable[[float], str] = _count
-        if len(set(values)) == 1:
-            return fmt(values[0])
-    elif metric == "speedup":
-        def fmt(v: float) -> str:
-            return f"{v:.2f}x"
-    elif metric == "latency_ms":
-        def fmt(v: float) -> str:
-            return f"{v:.1f} ms"
-    else:
-        def fmt(v: float) -> str:
-            return f"{v:.2f}"
-    if len(values) == 1:
+    """One value, or mean ± std (a parameter count the seeds agree on stays one value)."""
+    fmt = METRICS[metric].format
+    if len(values) == 1 or (METRICS[metric].pattern is None and len(set(values)) == 1):
         return fmt(values[0])
     return f"{fmt(statistics.mean(values))} ± {fmt(statistics.stdev(values))}"
 
@@ -243,7 +169,8 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
     rows = []
     for name in plan.pretrained_targets():
         spec = plan.config["pretraining"][name]
-        summary = read_json(pretrained_dir / name / "pretrain_summary.json")
+        planned = Path(layout.PRETRAIN_SUMMARY.format(pretrained=name))
+        summary = read_json(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT))
         row = {"Checkpoint": name, "Model": spec["model"],
                "Corpus": f"{spec['dataset']} mono.{spec['side']}"}
         if summary is None:
@@ -251,7 +178,7 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
             continue
         settings, heldout = summary["settings"], summary["heldout"]
         rows.append({**row, "Layers × d": f"{settings['layers']} × {settings['d_model']}",
-                     "Params": _count(summary["params"]),
+                     "Params": METRICS["params_total"].format(summary["params"]),
                      "Updates (epochs)": f"{summary['updates']} ({summary['epochs']:g})",
                      "Held-out accuracy": f"{100 * heldout['accuracy']:.1f}%",
                      "Held-out perplexity": f"{heldout['perplexity']:.1f}",
@@ -269,13 +196,6 @@ def _reported(value: float | None, metric: str) -> str:
     return _format([value], metric)
 
 
-def _count(value: float) -> str:
-    """Parameter counts as the papers print them (74M), exact below a million."""
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:.1f}M".replace(".0M", "M")
-    return f"{value:,.0f}"
-
-
 def _link(text: str, target: Path, base: Path) -> str:
     return f"[{text}]({quote(Path(os.path.relpath(target, base)).as_posix())})"
 
@@ -287,9 +207,11 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _run_records(plan: Plan, results: Results) -> list[dict]:
+    """The metrics records among the requested files (devices, BLEU signatures)."""
+    metrics = layout.METRICS.format(**{name: "*" for name in layout.fields(layout.METRICS)})
     records = []
     for target in plan.targets():
-        if Path(target).name.startswith("metrics."):
+        if fnmatch(target, metrics):
             data = read_json(results.path(target))
             if data is not None:
                 records.append(data)

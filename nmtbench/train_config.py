@@ -32,9 +32,12 @@ class TrainConfig:
     keep_last_epochs: int = 10  # per-epoch checkpoints kept for averaging
     max_positions: int = 256
     train_pairs: int | None = None  # use only the first N training pairs (data-size studies)
-    bt_sentences: int = 0  # back-translated pairs added to the training data (paths bt_src/tgt)
+    bt_sentences: int = 0  # back-translated pairs added to the training data (inputs bt_src/tgt)
     log_interval: int = 50
     valid_bleu: bool = False  # greedy-decode the valid set after every epoch (BLEU curves)
+    # warm start: {experiment: NAME, checkpoint: best|last}, that experiment's run on the same
+    # dataset and seed; the plan passes its checkpoint file as the run input `init_from`
+    init_from: dict | None = None
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any]) -> TrainConfig:

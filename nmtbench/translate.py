@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from methods import get_method
 from nmtbench import checkpoints
+from nmtbench.decode_settings import DecodeSettings
 from nmtbench.decoding import beam_search
 from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError
@@ -55,21 +56,19 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
 
 
 def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], *,
-                    beam: int = 5, lenpen: float = 1.0, lenpen_form: str = "fairseq",
-                    max_len_a: float = 1.2, max_len_b: int = 10, length_beam: int = 4,
-                    iterations: int = 10, batch_size: int = 64,
-                    progress: str | None = None) -> list[str]:
+                    progress: str | None = None, **settings: Any) -> list[str]:
     """Translate `lines` (same order), batching sentences of similar length: beam search
     (beam, lenpen, lenpen_form, max_len_a/b) or mask-predict (length_beam, iterations), as
-    the model decodes."""
+    the model decodes. `settings`: DecodeSettings fields, over its defaults."""
+    s = DecodeSettings.from_dict(settings)
     if model.decoding == "beam":
         def search(src: torch.Tensor) -> list[list[int]]:
-            return beam_search(model, src, beam=beam, bos=vocab.bos, eos=vocab.eos,
-                               pad=vocab.pad, max_len_a=max_len_a, max_len_b=max_len_b,
-                               lenpen=lenpen, lenpen_form=lenpen_form)
+            return beam_search(model, src, beam=s.beam, bos=vocab.bos, eos=vocab.eos,
+                               pad=vocab.pad, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
+                               lenpen=s.lenpen, lenpen_form=s.lenpen_form)
     elif model.decoding == "mask_predict":
         def search(src: torch.Tensor) -> list[list[int]]:
-            return mask_predict(model, src, length_beam=length_beam, iterations=iterations,
+            return mask_predict(model, src, length_beam=s.length_beam, iterations=s.iterations,
                                 bos=vocab.bos, eos=vocab.eos, pad=vocab.pad, mask=vocab.mask)
     else:
         raise InputError(f"method decodes with {model.decoding!r}, which is not available")
@@ -80,8 +79,8 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     dev = next(model.parameters()).device
     with tqdm(total=len(lines), desc=progress, unit="sent", mininterval=5,
               disable=None if progress else True) as bar:
-        for first in range(0, len(order), batch_size):
-            chunk = order[first:first + batch_size]
+        for first in range(0, len(order), s.batch_size):
+            chunk = order[first:first + s.batch_size]
             longest = max(len(encoded[i]) for i in chunk)
             src = torch.full((len(chunk), longest), src_tok.pad_token_id, dtype=torch.long)
             for row, i in enumerate(chunk):
@@ -94,35 +93,31 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     return hyps
 
 
-def search_settings(model: Model, settings: dict[str, Any]) -> dict[str, Any]:
+def search_settings(model: Model, settings: DecodeSettings) -> dict[str, Any]:
     """The decoding settings that apply to the model's search (the others are ignored)."""
-    keys = (("length_beam", "iterations") if model.decoding == "mask_predict"
-            else ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b"))
-    return {k: settings[k] for k in keys if k in settings}
+    return settings.search(parallel=model.decoding == "mask_predict")
 
 
-def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path, *,
-                   batch_size: int = 64, checkpoint: str = "best", average_last: int = 0,
-                   device: str = "auto", max_lines: int | None = None,
-                   **search: Any) -> dict[str, Any]:
-    """Decode every line of src_path (or its first `max_lines`) into out_path, in order;
-    return the decoding settings.
-
-    `search`: beam, lenpen, lenpen_form, max_len_a, max_len_b, length_beam, iterations (the
-    ones of the model's decoding apply)."""
+def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path,
+                   settings: DecodeSettings, *, device: str = "auto",
+                   max_lines: int | None = None) -> dict[str, Any]:
+    """Decode every line of src_path (or its first `max_lines`) into out_path, in order, with
+    the run's checkpoint and search `settings`; return the decoding record."""
     lines = read_lines(src_path)
     if max_lines is not None:
         if len(lines) < max_lines:
             raise InputError(f"{src_path} has {len(lines)} lines, fewer than the {max_lines} "
                              "to translate")
         lines = lines[:max_lines]
-    model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, device)
+    model, src_tok, tgt_tok, _ = load_run_model(run_dir, settings.checkpoint,
+                                                settings.average_last, device)
     start = time.perf_counter()
-    hyps = translate_lines(model, src_tok, tgt_tok, lines, batch_size=batch_size,
-                           progress=f"decode {src_path}", **search)
+    hyps = translate_lines(model, src_tok, tgt_tok, lines, progress=f"decode {src_path}",
+                           **settings.as_dict())
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
-    return {"decoding": model.decoding, **search_settings(model, search),
-            "batch_size": batch_size,
-            "checkpoint": f"average_last_{average_last}" if average_last else checkpoint,
+    return {"decoding": model.decoding, **search_settings(model, settings),
+            "batch_size": settings.batch_size,
+            "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
+                           else settings.checkpoint),
             "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device)}

@@ -4,18 +4,18 @@
 
 rule bootstrap:
     input:
-        hyp=run_file("hyp.{split}.{tag}.txt"),
-        baseline="results/runs/{dataset}/{baseline}/seed{seed}/hyp.{split}.{btag}.txt",
+        hyp=layout.HYP,
+        baseline=layout.fill(layout.HYP, run="{baseline}", tag="{btag}"),
         ref=lambda w: prepared(w.dataset, f"{w.split}.tgt"),
     output:
-        run_file("bootstrap.{split}.{tag}.vs.{baseline}.{btag}.json"),
+        layout.BOOTSTRAP,
     params:
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         samples=config["analysis"]["bootstrap_samples"],
     conda:
         "../envs/text.yaml"
     log:
-        "logs/analyze/{dataset}/{experiment}/seed{seed}.bootstrap.{split}.{tag}.{baseline}.{btag}.log",
+        "logs/analyze/{dataset}/{run}/seed{seed}.bootstrap.{split}.{tag}.{baseline}.{btag}.log",
     shell:
         "python -m nmtbench bootstrap --hyp {input.hyp:q} --baseline {input.baseline:q} "
         "--ref {input.ref:q} --samples {params.samples} --seed {wildcards.seed} "
@@ -24,17 +24,17 @@ rule bootstrap:
 
 rule buckets:
     input:
-        hyp=run_file("hyp.{split}.{tag}.txt"),
+        hyp=layout.HYP,
         ref=lambda w: prepared(w.dataset, f"{w.split}.tgt"),
     output:
-        run_file("buckets.{split}.{tag}.{cutoffs}.json"),
+        layout.BUCKETS,
     params:
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         cutoffs=lambda w: w.cutoffs.split("-"),
     conda:
         "../envs/text.yaml"
     log:
-        "logs/analyze/{dataset}/{experiment}/seed{seed}.buckets.{split}.{tag}.{cutoffs}.log",
+        "logs/analyze/{dataset}/{run}/seed{seed}.buckets.{split}.{tag}.{cutoffs}.log",
     shell:
         "python -m nmtbench buckets --hyp {input.hyp:q} --ref {input.ref:q} "
         "--cutoffs {params.cutoffs} {params.lowercase} --out {output:q} > {log:q} 2>&1"

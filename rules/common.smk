@@ -5,9 +5,10 @@ import shlex
 import sys
 
 from nmtbench import config as nmtconfig
+from nmtbench import layout
+from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError
-from nmtbench.plan import CHECKPOINT_ROLES
-from nmtbench.pretrained import PRETRAINED_DIR, checkpoint_dir
+from nmtbench.plan import generated
 from nmtbench.download import source_url
 from nmtbench.recipes import DOWNLOADS_DIR, download_paths
 
@@ -22,7 +23,7 @@ except InputError as err:
 
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.-]+",
-    experiment=r"[A-Za-z0-9_-]+",
+    run=r"[A-Za-z0-9_-]+",
     seed=r"\d+",
     side=r"src|tgt",
     split=r"valid|test",
@@ -32,7 +33,6 @@ wildcard_constraints:
     cutoffs=r"[0-9-]+",
 
 
-RUN = "results/runs/{dataset}/{experiment}/seed{seed}"
 SPLITS = ["train", "valid", "test"]
 
 
@@ -53,7 +53,7 @@ def datasets_either(names):
 def tokenizer_corpora(wildcards):
     """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
     corpora = [prepared(wildcards.dataset, f"train.{wildcards.side}")]
-    if nmtconfig.generated(config["datasets"], wildcards.dataset):
+    if generated(config["datasets"], wildcards.dataset):
         corpora.insert(0, prepared(wildcards.dataset, f"mono.{wildcards.side}"))
     return corpora
 
@@ -62,15 +62,6 @@ def reversed_input(wildcards):
     """The file of the reversed dataset's original that holds this side."""
     other = {"src": "tgt", "tgt": "src"}[wildcards.side]
     return prepared(dataset_spec(wildcards)["of"], f"{wildcards.part}.{other}")
-
-
-def target_monolingual(dataset):
-    """The target-side monolingual text a dataset back-translates: a toy world's own (also
-    read backwards), or the corpus prepared for a real dataset (beside `prepared/`, which
-    `prepare` replaces as a whole)."""
-    if nmtconfig.generated(config["datasets"], dataset):
-        return prepared(dataset, "mono.tgt")
-    return f"data/{dataset}/monolingual/mono.tgt"
 
 
 def monolingual_datasets():
@@ -100,37 +91,28 @@ def dataset_spec(wildcards):
     return config["datasets"][wildcards.dataset]
 
 
-def prepared(dataset, name):
-    return f"data/{dataset}/prepared/{name}"
-
-
-def tokenizer_dir(dataset, side):
-    return f"data/{dataset}/tokenizer/{side}"
-
-
-def tokenizer_file(dataset, side):
-    """The file that marks a trained WordPiece tokenizer; rules pass its directory on."""
-    return f"{tokenizer_dir(dataset, side)}/tokenizer_config.json"
+def prepared(dataset, file):
+    return layout.PREPARED.format(dataset=dataset, file=file)
 
 
 def side_tokenizer(dataset, side):
-    """The marker of a side's tokenizer: the side's checkpoint, whose vocabulary every model
-    then uses, or the WordPiece trained on the data."""
+    """The marker of a side's tokenizer (rules pass its directory on): the side's checkpoint,
+    whose vocabulary every model then uses, or the WordPiece trained on the data."""
     name = config["datasets"][dataset].get("checkpoints", {}).get(side)
-    return tokenizer_file(dataset, side) if name is None else checkpoint_marker(name)
+    if name is None:
+        return layout.TOKENIZER.format(dataset=dataset, side=side)
+    return checkpoint_marker(name)
 
 
 def checkpoint_marker(name):
     """The file that marks a pre-trained checkpoint's directory as complete."""
-    return f"{checkpoint_dir(name, config.get('pretraining'))}/config.json"
+    return layout.CHECKPOINT_CONFIG.format(
+        directory=checkpoint_dir(name, config.get("pretraining"))
+    )
 
 
 def pretraining_spec(wildcards):
     return config["pretraining"][wildcards.pretrained]
-
-
-def run_file(name):
-    return f"{RUN}/{name}"
 
 
 def pretrained_outputs():
@@ -138,14 +120,16 @@ def pretrained_outputs():
 
 
 def final_outputs():
-    return [*PLAN.targets(), *pretrained_outputs(), "results/tables.md", *PLAN.figure_outputs()]
+    return [*PLAN.targets(), *pretrained_outputs(), layout.TABLES, *PLAN.figure_outputs()]
 
 
 def train_inputs(wildcards):
-    """Data, tokenizers and checkpoints; a BERT reads its side in its own vocabulary; a NAT
-    run on a dataset with `seq_kd` trains on its teacher's translations."""
+    """Data, tokenizers and checkpoints (a BERT reads its side in its own vocabulary), and
+    the run inputs: other runs' outputs the run trains with (Plan.run_inputs), each named
+    `input_<name>`, on the file the DAG waits for."""
     d = wildcards.dataset
-    checkpoints = PLAN.checkpoints(d, wildcards.experiment)
+    checkpoints = PLAN.checkpoints(d, wildcards.run)
+    roles = PLAN.checkpoint_roles(wildcards.run)
     inputs = {
         **{f"{split}_{side}": prepared(d, f"{split}.{side}")
            for split in ("train", "valid") for side in ("src", "tgt")},
@@ -154,22 +138,18 @@ def train_inputs(wildcards):
         **{f"pretrained_{role}": checkpoint_marker(name) for role, name in checkpoints.items()},
     }
     for role, name in checkpoints.items():  # a checkpoint reads its side in its own vocabulary
-        inputs[f"{CHECKPOINT_ROLES[role]}_tokenizer"] = checkpoint_marker(name)
-    teacher = PLAN.distillation(d, wildcards.experiment)
-    if teacher is not None:
-        inputs["train_tgt"] = f"{teacher.run_dir(wildcards.seed)}/distill.train.{teacher.tag}.txt"
-    back_translation = PLAN.back_translation(d, wildcards.experiment)
-    if back_translation is not None:
-        inputs["bt_src"] = back_translation.file(d, wildcards.seed)
-        inputs["bt_tgt"] = target_monolingual(d)
+        inputs[f"{roles[role]}_tokenizer"] = checkpoint_marker(name)
+    for name, run_input in PLAN.run_inputs(d, wildcards.run).items():
+        inputs[f"input_{name}"] = run_input.needs(wildcards.seed)
     return inputs
 
 
-def back_translation_arguments(wildcards, input):
-    """`--bt-src/--bt-tgt` where the run adds back-translated pairs."""
-    if not hasattr(input, "bt_src"):
-        return ""
-    return f"--bt-src {shlex.quote(input.bt_src)} --bt-tgt {shlex.quote(input.bt_tgt)}"
+def run_input_arguments(wildcards):
+    """`--input NAME=PATH` for every run input (shell-quoted)."""
+    return " ".join(
+        "--input {}".format(shlex.quote(f"{name}={run_input.path(wildcards.seed)}"))
+        for name, run_input in PLAN.run_inputs(wildcards.dataset, wildcards.run).items()
+    )
 
 
 def pretrained_arguments(wildcards, input):
@@ -192,24 +172,18 @@ def train_launcher(wildcards, resources):
 
 def experiment_json(wildcards):
     return nmtconfig.as_json(
-        PLAN.run_settings(wildcards.dataset, wildcards.experiment, int(wildcards.seed))
+        PLAN.run_settings(wildcards.dataset, wildcards.run, int(wildcards.seed))
     )
 
 
 def search_arguments(wildcards):
     """The decode/latency command's options for the decoding settings `tag` stands for."""
-    s = PLAN.decode_for_tag(wildcards.tag)
-    return (
-        f"--beam {s['beam']} --lenpen {s['lenpen']} --lenpen-form {s['lenpen_form']} "
-        f"--max-len-a {s['max_len_a']} --max-len-b {s['max_len_b']} "
-        f"--length-beam {s['length_beam']} --iterations {s['iterations']} "
-        f"--checkpoint {s['checkpoint']} --average-last {s['average_last']}"
-    )
+    return PLAN.decode_for_tag(wildcards.tag).arguments()
 
 
 def baseline_latency_arguments(wildcards, input):
     """The baseline run timed in the same job, with its own decoding settings."""
-    settings = nmtconfig.as_json(PLAN.decode_for_tag(wildcards.btag))
+    settings = nmtconfig.as_json(PLAN.decode_for_tag(wildcards.btag).as_dict())
     return (
         f"--baseline-run-dir {shlex.quote(os.path.dirname(input.baseline))} "
         f"--baseline-decode {shlex.quote(settings)}"

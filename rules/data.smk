@@ -3,8 +3,13 @@
 
 rule toyworld:
     output:
-        expand(prepared("{{dataset}}", "{split}.{side}"), split=SPLITS + ["mono"], side=["src", "tgt"]),
+        expand(
+            layout.PREPARED,
+            file=[f"{split}.{side}" for split in SPLITS + ["mono"] for side in ("src", "tgt")],
+            allow_missing=True,
+        ),
     params:
+        out=lambda w: layout.PREPARED_DIR.format(dataset=w.dataset),
         world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
     conda:
         "../envs/models.yaml"
@@ -13,7 +18,7 @@ rule toyworld:
     wildcard_constraints:
         dataset=datasets_either(datasets_of_kind("toyworld")),
     shell:
-        "python -m nmtbench toyworld --out data/{wildcards.dataset}/prepared "
+        "python -m nmtbench toyworld --out {params.out:q} "
         "--world {params.world:q} > {log:q} 2>&1"
 
 
@@ -45,8 +50,12 @@ rule prepare:
     input:
         prepare_inputs,
     output:
-        expand(prepared("{{dataset}}", "{split}.{side}"), split=SPLITS, side=["src", "tgt"]),
-        manifest=prepared("{dataset}", "manifest.json"),
+        expand(
+            layout.PREPARED,
+            file=[f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")],
+            allow_missing=True,
+        ),
+        manifest=layout.fill(layout.PREPARED, file="manifest.json"),
     params:
         spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
         downloads=DOWNLOADS_DIR,
@@ -73,7 +82,7 @@ rule reverse_dataset:
     input:
         reversed_input,
     output:
-        prepared("{dataset}", "{part}.{side}"),
+        layout.fill(layout.PREPARED, file="{part}.{side}"),
     conda:
         "../envs/text.yaml"
     log:
@@ -92,8 +101,8 @@ rule prepare_monolingual:
     input:
         monolingual_inputs,
     output:
-        mono="data/{dataset}/monolingual/mono.tgt",
-        manifest="data/{dataset}/monolingual/mono.tgt.manifest.json",
+        mono=layout.MONOLINGUAL,
+        manifest=layout.MONOLINGUAL_MANIFEST,
     params:
         spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
         corpus=lambda w: dataset_spec(w)["back_translation"]["corpus"],
@@ -120,7 +129,7 @@ rule tokenizer:
     input:
         tokenizer_corpora,
     output:
-        tokenizer_file("{dataset}", "{side}"),
+        layout.TOKENIZER,
     params:
         vocab_size=lambda w: dataset_spec(w)["vocab_size"][w.side],
         out=lambda w, output: os.path.dirname(output[0]),

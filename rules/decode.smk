@@ -6,21 +6,21 @@
 
 rule decode:
     input:
-        summary=run_file("train_summary.json"),
+        summary=layout.TRAIN_SUMMARY,
         src=lambda w: prepared(w.dataset, f"{w.split}.src"),
     output:
-        hyp=run_file("hyp.{split}.{tag}.txt"),
-        info=run_file("decode.{split}.{tag}.json"),
+        hyp=layout.HYP,
+        info=layout.DECODE_INFO,
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
-        batch_size=lambda w: PLAN.decode_for_tag(w.tag).get("batch_size", 64),
+        batch_size=lambda w: PLAN.decode_for_tag(w.tag).batch_size,
         device=config.get("device", "auto"),
         first="",
     conda:
         "../envs/models.yaml"
     log:
-        "logs/decode/{dataset}/{experiment}/seed{seed}.{split}.{tag}.log",
+        "logs/decode/{dataset}/{run}/seed{seed}.{split}.{tag}.log",
     threads: resource("decode", "threads")
     resources:
         mem_mb=resource("decode", "mem_mb"),
@@ -38,13 +38,13 @@ rule decode:
 # where the dataset sets `seq_kd` (rules/train.smk).
 use rule decode as distill with:
     input:
-        summary=run_file("train_summary.json"),
+        summary=layout.TRAIN_SUMMARY,
         src=lambda w: prepared(w.dataset, "train.src"),
     output:
-        hyp=run_file("distill.train.{tag}.txt"),
-        info=run_file("distill.train.{tag}.json"),
+        hyp=layout.DISTILL,
+        info=layout.DISTILL_INFO,
     log:
-        "logs/distill/{dataset}/{experiment}/seed{seed}.{tag}.log",
+        "logs/distill/{dataset}/{run}/seed{seed}.{tag}.log",
     threads: resource("translate", "threads")
     resources:
         mem_mb=resource("translate", "mem_mb"),
@@ -57,19 +57,19 @@ use rule decode as distill with:
 # with `bt_sentences` train on these synthetic sources paired with those lines.
 use rule decode as backtranslate with:
     input:
-        summary=run_file("train_summary.json"),
-        src=lambda w: target_monolingual(w.forward),
+        summary=layout.TRAIN_SUMMARY,
+        src=lambda w: PLAN.target_monolingual(w.forward),
     output:
-        hyp=run_file("backtranslate.{forward}.{sentences}.{tag}.txt"),
-        info=run_file("backtranslate.{forward}.{sentences}.{tag}.json"),
+        hyp=layout.BACKTRANSLATE,
+        info=layout.BACKTRANSLATE_INFO,
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
-        batch_size=lambda w: PLAN.decode_for_tag(w.tag).get("batch_size", 64),
+        batch_size=lambda w: PLAN.decode_for_tag(w.tag).batch_size,
         device=config.get("device", "auto"),
         first=lambda w: f"--max-lines {w.sentences}",
     log:
-        "logs/backtranslate/{dataset}/{experiment}/seed{seed}.{forward}.{sentences}.{tag}.log",
+        "logs/backtranslate/{dataset}/{run}/seed{seed}.{forward}.{sentences}.{tag}.log",
     threads: resource("translate", "threads")
     resources:
         mem_mb=resource("translate", "mem_mb"),
@@ -82,10 +82,10 @@ use rule decode as backtranslate with:
 
 rule latency:
     input:
-        summary=run_file("train_summary.json"),
+        summary=layout.TRAIN_SUMMARY,
         src=lambda w: prepared(w.dataset, "test.src"),
     output:
-        run_file("latency.{tag}.json"),
+        layout.LATENCY,
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
@@ -96,7 +96,7 @@ rule latency:
     conda:
         "../envs/models.yaml"
     log:
-        "logs/latency/{dataset}/{experiment}/seed{seed}.{tag}.log",
+        "logs/latency/{dataset}/{run}/seed{seed}.{tag}.log",
     threads: resource("decode", "threads")
     resources:
         mem_mb=resource("decode", "mem_mb"),
@@ -112,11 +112,11 @@ rule latency:
 # The speedup over a table's baseline: both runs timed in one job, sentence by sentence.
 use rule latency as latency_vs_baseline with:
     input:
-        summary=run_file("train_summary.json"),
-        baseline="results/runs/{dataset}/{baseline}/seed{seed}/train_summary.json",
+        summary=layout.TRAIN_SUMMARY,
+        baseline=layout.fill(layout.TRAIN_SUMMARY, run="{baseline}"),
         src=lambda w: prepared(w.dataset, "test.src"),
     output:
-        run_file("latency.{tag}.vs.{baseline}.{btag}.json"),
+        layout.LATENCY_VS,
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
@@ -125,4 +125,4 @@ use rule latency as latency_vs_baseline with:
         sentences=config["analysis"]["latency_sentences"],
         batch=config["analysis"].get("throughput_batch", 64),
     log:
-        "logs/latency/{dataset}/{experiment}/seed{seed}.{tag}.vs.{baseline}.{btag}.log",
+        "logs/latency/{dataset}/{run}/seed{seed}.{tag}.vs.{baseline}.{btag}.log",

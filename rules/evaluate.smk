@@ -4,13 +4,14 @@
 
 rule evaluate:
     input:
-        hyp=run_file("hyp.{split}.{tag}.txt"),
-        info=run_file("decode.{split}.{tag}.json"),
+        hyp=layout.HYP,
+        info=layout.DECODE_INFO,
+        summary=layout.TRAIN_SUMMARY,
         ref=lambda w: prepared(w.dataset, f"{w.split}.tgt"),
     output:
-        run_file("metrics.{split}.{tag}.json"),
+        layout.METRICS,
     params:
-        run_dir=lambda w, input: os.path.dirname(input.hyp),
+        run_config=lambda w: layout.RUN_CONFIG.format(**dict(w.items())),
         lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
         detok_lang=lambda w: dataset_spec(w)["detok_lang"],
         compound_split=lambda w: (
@@ -19,9 +20,10 @@ rule evaluate:
     conda:
         "../envs/text.yaml"
     log:
-        "logs/evaluate/{dataset}/{experiment}/seed{seed}.{split}.{tag}.log",
+        "logs/evaluate/{dataset}/{run}/seed{seed}.{split}.{tag}.log",
     shell:
-        "python -m nmtbench evaluate --run-dir {params.run_dir:q} --split {wildcards.split} "
+        "python -m nmtbench evaluate --summary {input.summary:q} "
+        "--run-config {params.run_config:q} --split {wildcards.split} "
         "--hyp {input.hyp:q} --info {input.info:q} --ref {input.ref:q} --out {output:q} "
         "{params.lowercase} {params.compound_split} --detok-lang {params.detok_lang:q} "
         "> {log:q} 2>&1"

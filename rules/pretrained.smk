@@ -5,7 +5,7 @@
 
 rule snapshot:
     output:
-        f"{PRETRAINED_DIR}/{{pretrained}}/config.json",
+        layout.PRETRAINED,
     params:
         out=lambda w, output: os.path.dirname(output[0]),
     conda:
@@ -21,7 +21,7 @@ rule pretrain:
         corpus=lambda w: prepared(pretraining_spec(w)["dataset"], f"mono.{pretraining_spec(w)['side']}"),
         tokenizer=lambda w: side_tokenizer(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
     output:
-        f"{PRETRAINED_DIR}/{{pretrained}}/config.json",
+        layout.PRETRAINED,
     params:
         out=lambda w, output: os.path.dirname(output[0]),
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),

@@ -1,4 +1,4 @@
-# Training: one run per (dataset, experiment, seed); resumes from checkpoints/last.pt if killed.
+# Training: one run per (dataset, run, seed); resumes from checkpoints/last.pt if killed.
 # A job given several GPUs (resources: gpu) trains data-parallel, one torchrun process per GPU.
 # Only train_summary.json (written last) is declared, so a killed run is never taken as done.
 
@@ -7,7 +7,7 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        run_file("train_summary.json"),
+        layout.TRAIN_SUMMARY,
     params:
         run_dir=lambda w, output: os.path.dirname(output[0]),
         experiment=experiment_json,
@@ -15,14 +15,14 @@ rule train:
         src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
         tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
         pretrained=pretrained_arguments,
-        back_translation=back_translation_arguments,
+        inputs=run_input_arguments,
         launcher=train_launcher,
     conda:
         "../envs/models.yaml"
     log:
-        "logs/train/{dataset}/{experiment}/seed{seed}.log",
+        "logs/train/{dataset}/{run}/seed{seed}.log",
     benchmark:
-        "logs/train/{dataset}/{experiment}/seed{seed}.benchmark.tsv"
+        "logs/train/{dataset}/{run}/seed{seed}.benchmark.tsv"
     threads: resource("train", "threads")
     resources:
         mem_mb=resource("train", "mem_mb"),
@@ -33,5 +33,5 @@ rule train:
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
-        "{params.pretrained} {params.back_translation} "
+        "{params.pretrained} {params.inputs} "
         "--device {params.device:q} --threads {threads} >> {log:q} 2>&1"

@@ -55,8 +55,8 @@ def _experiment(c, **settings):
     (lambda c: c["datasets"]["toy"].update(kind="wmt99"),
      "config key 'datasets.toy.kind': 'wmt99' is not one of"),
     (lambda c: c["defaults"].update(lr=0), "config key 'defaults.lr': 0 is less than"),
-    (lambda c: c["decode"].update(lenpen_form="linear"), "config key 'decode.lenpen_form'"),
-    (lambda c: c["decode"].update(beem=3),
+    (lambda c: c.update(decode={"lenpen_form": "linear"}), "config key 'decode.lenpen_form'"),
+    (lambda c: c.update(decode={"beem": 3}),
      "config key 'decode': Additional properties are not allowed ('beem' was unexpected)"),
     (lambda c: _experiment(c, decode={"beam": 0}),
      "config key 'experiments.transformer-tiny.decode.beam': 0 is less than the minimum"),
@@ -131,10 +131,15 @@ def test_invalid_config_names_the_key(cfg, mutate, message):
     assert "\n" not in str(err.value)
 
 
-def test_known_but_unimplemented_method_is_not_an_error(cfg):
+def test_known_but_unimplemented_method_is_not_an_error(cfg, tmp_path):
     # a paper's method with no module yet is "not implemented", not a typo
-    _experiment(cfg, method="bert-fused")
-    plan = nmtconfig.check(cfg, SCHEMA)
+    papers = tmp_path / "papers"
+    shutil.copytree(PAPERS_DIR, papers)
+    schema = yaml.safe_load((papers / "schema.yaml").read_text())
+    schema["$defs"]["method"]["enum"].append("future-method")
+    (papers / "schema.yaml").write_text(yaml.safe_dump(schema))
+    _experiment(cfg, method="future-method")
+    plan = nmtconfig.check(cfg, SCHEMA, papers)
     assert plan.status("transformer-tiny") == "not implemented"
     assert "toy/transformer-tiny" not in _runs(plan)
 
@@ -253,7 +258,7 @@ def test_train_settings_order_defaults_experiment_overrides_seed(cfg):
     assert resolved["method"] == "transformer"
     assert "description" not in resolved and "decode" not in resolved
     assert plan.train_settings("toy", "transformer-tiny-500")["seed"] == 3
-    assert plan.decode_settings("toy", "transformer-tiny-500")["beam"] == 2
+    assert plan.decode_settings("toy", "transformer-tiny-500").beam == 2
     assert nmtconfig.as_json(resolved) == nmtconfig.as_json(dict(reversed(resolved.items())))
 
 
@@ -293,3 +298,88 @@ def test_a_dataset_checkpoint_fills_the_bert_role_and_the_tokenizer(cfg):
     run = plan.cell("toy", "bertfused-bert-init-encoder", "test").run
     assert plan.checkpoints("toy", run) == {"src_bert": "bert-base-uncased"}
     assert plan.checkpoints("toy", "transformer-tiny") == {}
+
+
+# --- init_from: a warm start from another experiment's run ---------------------------------
+
+def test_init_from_trains_the_parent_first_and_passes_its_checkpoint(cfg):
+    cfg["tables"] = ["toyworld.table1"]
+    cfg["experiments"] = {"warm": {"method": "transformer", "size": "tiny", "max_epochs": 2,
+                                   "init_from": {"experiment": "transformer-tiny",
+                                                 "checkpoint": "last"}}}
+    plan = nmtconfig.check(cfg, SCHEMA)
+    (warm,) = plan.run_inputs("toy", "warm").values()
+    parent = plan.run_cell("toy", "transformer-tiny", "x")
+    assert warm.name == "init_from"
+    assert warm.path(2) == f"{parent.run_dir(2)}/checkpoints/last.pt"
+    assert warm.needs(2) == f"{parent.run_dir(2)}/train_summary.json"  # the DAG's dependency
+    assert plan.run_settings("toy", "warm", 2)["init_from"] == {
+        "experiment": "transformer-tiny", "checkpoint": "last"}
+    # otherwise equal settings: a warm-started run is a run of its own
+    cfg["experiments"]["cold"] = {"method": "transformer", "size": "tiny", "max_epochs": 2}
+    plan = nmtconfig.check(cfg, SCHEMA)
+    assert plan.run_cell("toy", "warm", "x").run == "warm"
+    assert plan.run_cell("toy", "cold", "x").run == "cold"
+    assert plan.run_inputs("toy", "cold") == {}
+
+
+@pytest.mark.parametrize("init_from, message", [
+    ({"experiment": "no-such"},
+     "config key 'experiments.warm.init_from.experiment': 'no-such' is not an implemented "
+     "experiment"),
+    ({"experiment": "bertfused-iwslt"},  # a paper's, not implemented
+     "config key 'experiments.warm.init_from.experiment': 'bertfused-iwslt' is not an "
+     "implemented experiment"),
+    ({"experiment": "transformer-tiny", "checkpoint": "first"},
+     "config key 'experiments.warm.init_from.checkpoint': 'first' is not one of"),
+    ({"checkpoint": "best"}, "config key 'experiments.warm.init_from': 'experiment' is a "
+     "required property"),
+    ("transformer-tiny", "config key 'experiments.warm.init_from': 'transformer-tiny' is not "
+     "of type 'object'"),
+    ({"experiment": "warm"},
+     "config key 'experiments.warm.init_from.experiment': warm starts form a cycle "
+     "(warm -> warm)"),
+])
+def test_a_bad_init_from_names_the_key(cfg, init_from, message):
+    cfg["experiments"] = {"warm": {"method": "transformer", "init_from": init_from}}
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, SCHEMA)
+    assert message in str(err.value)
+
+
+def test_a_chain_of_warm_starts_may_not_come_back(cfg):
+    cfg["experiments"] = {
+        "a": {"method": "transformer", "init_from": {"experiment": "b"}},
+        "b": {"method": "transformer", "init_from": {"experiment": "c"}},
+        "c": {"method": "transformer", "init_from": {"experiment": "a"}},
+    }
+    with pytest.raises(InputError, match=r"'experiments\.a\.init_from\.experiment': warm "
+                       r"starts form a cycle \(a -> b -> c -> a\)"):
+        nmtconfig.check(cfg, SCHEMA)
+
+
+# --- the schema's settings and their sources -----------------------------------------------
+
+def test_the_schemas_trainer_settings_are_train_configs_fields():
+    from dataclasses import fields
+
+    from nmtbench.train_config import TrainConfig
+
+    trainer = yaml.safe_load(SCHEMA.read_text())["$defs"]["trainer"]["properties"]
+    assert set(trainer) == {f.name for f in fields(TrainConfig)}
+
+
+def test_the_schemas_decode_keys_are_decode_settings_fields():
+    from dataclasses import fields
+
+    from nmtbench.decode_settings import DecodeSettings
+
+    decode = yaml.safe_load(SCHEMA.read_text())["$defs"]["decode"]["properties"]
+    assert set(decode) == {f.name for f in fields(DecodeSettings)} - {"decoding"}
+
+
+def test_the_papers_metrics_are_the_registrys():
+    from nmtbench.metric_registry import METRICS
+
+    papers = yaml.safe_load((PAPERS_DIR / "schema.yaml").read_text())
+    assert papers["$defs"]["metric"]["enum"] == list(METRICS)

@@ -26,7 +26,7 @@ from fabricated_runs import (
 
 from nmtbench import figures
 from nmtbench.errors import InputError
-from nmtbench.report import Results
+from nmtbench.results import Results
 
 SEEDS = [1, 2]
 

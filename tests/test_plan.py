@@ -1,7 +1,6 @@
 """The plan: requested tables -> cells -> shared runs, decode tags and the files rule all needs."""
 
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -10,13 +9,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from methods import METHODS
 from nmtbench import config as nmtconfig
+from nmtbench.decode_settings import DecodeSettings
 from nmtbench.errors import InputError
+from nmtbench.method_registry import MethodInfo, method_infos
 from nmtbench.papers import PAPERS_DIR, load_catalogue
-from nmtbench.plan import DECODE_DEFAULTS, EXTERNAL, NOT_IMPLEMENTED, Plan, decode_tag
+from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Plan
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+METHODS = method_infos(SCHEMA["$defs"])
 TAG = re.compile(r"[A-Za-z0-9-]+")  # the `tag` wildcard constraint of rules/common.smk
 
 MINI = """
@@ -30,7 +32,7 @@ experiments:
   big: {method: transformer, size: big}
   tiny: {method: transformer, size: tiny}
   half-data: {method: transformer, size: base, train_pairs: 100}
-  nat: {method: bert-fused, bert_layer: last}
+  nat: {method: future-method, bert_layer: last}
   quoted: {method: external}
   bt: {method: transformer, size: base, back_translation: true}
 tables:
@@ -107,7 +109,9 @@ IW = "results/runs/iwslt14-de-en"
 @pytest.fixture(scope="module")
 def catalogue(tmp_path_factory):
     papers = tmp_path_factory.mktemp("papers")
-    shutil.copy(PAPERS_DIR / "schema.yaml", papers / "schema.yaml")
+    schema = yaml.safe_load((PAPERS_DIR / "schema.yaml").read_text())
+    schema["$defs"]["method"]["enum"].append("future-method")  # a method no code has yet
+    (papers / "schema.yaml").write_text(yaml.safe_dump(schema))
     (papers / "mini.yaml").write_text(MINI)
     return load_catalogue(papers)
 
@@ -139,8 +143,8 @@ def make_config(**changes):
 
 
 def plan_for(catalogue, implemented=frozenset({"transformer"}), **changes):
-    return Plan(make_config(**changes), catalogue, {m: METHODS[m].config_keys() if m in METHODS
-                                                    else set() for m in implemented})
+    return Plan(make_config(**changes), catalogue, {
+        m: METHODS.get(m, MethodInfo(m, frozenset(), ("at",), {}, {})) for m in implemented})
 
 
 def run_dirs(targets):
@@ -148,7 +152,7 @@ def run_dirs(targets):
 
 
 def test_hand_made_config_is_schema_valid():
-    nmtconfig.validate(make_config(), ROOT / "config" / "schema.yaml")
+    nmtconfig.validate(make_config(), SCHEMA)
 
 
 # --- decode tags ---------------------------------------------------------------------------
@@ -157,14 +161,35 @@ BASE_DECODE = {"beam": 5, "lenpen": 1.0, "lenpen_form": "fairseq", "checkpoint":
                "average_last": 0}
 
 
+def decode_tag(settings):
+    return DecodeSettings.from_dict(settings).tag
+
+
 def test_decode_tag_spells_the_settings():
+    assert decode_tag({}) == T5  # the defaults
     assert decode_tag(BASE_DECODE) == T5
-    assert decode_tag({**BASE_DECODE, **DECODE_DEFAULTS}) == T5  # defaults stay implicit
+    assert decode_tag({**BASE_DECODE, "max_len_a": 1.2, "max_len_b": 10}) == T5  # implicit
     assert decode_tag({**BASE_DECODE, "lenpen": 0.6}) == "beam5-lp0p6-fairseq-best"
     assert decode_tag({**BASE_DECODE, "lenpen": -0.5}) == "beam5-lpm0p5-fairseq-best"
     assert decode_tag({**BASE_DECODE, "average_last": 10}) == "beam5-lp1-fairseq-avg10"
     assert decode_tag({**BASE_DECODE, "max_len_a": 1.5}) == f"{T5}-maxlena1p5"
     assert decode_tag({**BASE_DECODE, "max_len_b": 200}) == f"{T5}-maxlenb200"
+    assert decode_tag({"decoding": "nat", "average_last": 10}) == "lb4-it10-avg10"
+    assert decode_tag({"decoding": "nat", "length_beam": 3, "iterations": 5,
+                       "beam": 2}) == "lb3-it5-best"  # beam search settings do not apply
+
+
+def test_decode_settings_make_the_commands_options():
+    from argparse import ArgumentParser
+
+    from nmtbench import decode_settings
+
+    settings = DecodeSettings(beam=2, lenpen=0.6, lenpen_form="gnmt", average_last=10)
+    parser = ArgumentParser()
+    decode_settings.add_arguments(parser)
+    parsed = decode_settings.from_arguments(parser.parse_args(settings.arguments().split()))
+    assert parsed == settings
+    assert decode_settings.from_arguments(parser.parse_args([])) == DecodeSettings()
 
 
 def test_decode_tag_changes_with_every_hypothesis_setting_and_is_file_name_safe():
@@ -188,9 +213,8 @@ def test_decode_for_tag_gives_back_the_settings(catalogue):
     cell = plan.cell("iwslt14-de-en", "base-beam2", "here")
     assert cell.tag == T2
     settings = plan.decode_for_tag(T2)
-    assert settings == {**DECODE_DEFAULTS, **BASE_DECODE, "beam": 2, "lenpen": 0.6,
-                        "decoding": "at"}
-    assert decode_tag(settings) == T2
+    assert settings == DecodeSettings(beam=2, lenpen=0.6, decoding="at")
+    assert settings.tag == T2
     with pytest.raises(KeyError):
         plan.decode_for_tag("beam99-lp1-fairseq-best")
 
@@ -299,8 +323,8 @@ def test_decode_override_of_a_dataset_changes_decoding_not_training(catalogue):
     # the run keeps the name of the experiment that asks for tiny itself
     assert plan.cell("wmt14-en-de", "base", "x").run == "tiny"
     # dataset decode overrides beat the experiment's own (beam), the rest stays (lenpen)
-    assert plan.decode_settings("toy", "base-beam2")["beam"] == 3
-    assert plan.decode_settings("toy", "base-beam2")["lenpen"] == 0.6
+    assert plan.decode_settings("toy", "base-beam2").beam == 3
+    assert plan.decode_settings("toy", "base-beam2").lenpen == 0.6
     assert plan.cell("wmt14-en-de", "big", "x").tag == "beam3-lp1-fairseq-best"
     assert plan.cell("iwslt14-de-en", "big", "x").tag == T5  # other datasets unchanged
 
@@ -310,7 +334,7 @@ def test_decode_override_of_a_dataset_changes_decoding_not_training(catalogue):
 def test_status_and_cells_that_need_no_files(catalogue):
     plan = plan_for(catalogue)
     assert plan.status("base") == "ok"
-    assert plan.status("nat") == NOT_IMPLEMENTED  # bert-fused has no module yet
+    assert plan.status("nat") == NOT_IMPLEMENTED  # future-method has no module
     assert plan.status("quoted") == EXTERNAL
     assert plan.status("bt") == NOT_IMPLEMENTED  # back-translation data is not built
     for experiment in ("nat", "quoted", "bt"):
@@ -318,8 +342,8 @@ def test_status_and_cells_that_need_no_files(catalogue):
         assert (cell.run, cell.tag) == (None, None)
     dirs = run_dirs(plan.targets())
     assert dirs == {"iwslt14-de-en/base", "iwslt14-de-en/half-data", "toy/tiny"}
-    # the same plan with bert-fused implemented trains it
-    plan = plan_for(catalogue, implemented={"transformer", "bert-fused"})
+    # the same plan with future-method implemented trains it
+    plan = plan_for(catalogue, implemented={"transformer", "future-method"})
     assert plan.status("nat") == "ok"
     assert "iwslt14-de-en/nat" in run_dirs(plan.targets())
     assert plan.status("bt") == NOT_IMPLEMENTED and plan.status("quoted") == EXTERNAL
@@ -483,19 +507,36 @@ def test_default_config_plans_exactly_these_runs():
             } <= targets
 
 
-def test_planning_the_dag_leaves_transformers_unloaded():
+def test_planning_the_dag_leaves_torch_and_transformers_unloaded():
     """Snakemake plans the DAG in every process it starts (on a cluster: twice per job), so the
-    modules the workflow imports load transformers only where a model is built."""
-    root = Path(__file__).resolve().parents[1]
+    modules the workflow imports load torch and transformers only where a model is built."""
     script = textwrap.dedent("""
         import sys
-        from nmtbench import config, download, plan, pretrained, recipes
+        from nmtbench import checkpoint_names, config, download, layout, plan, recipes
         for extra in ([], ["config/paper.yaml"]):
             files = ["config/config.yaml", *extra]
             config.check(config.load_config(files), "config/schema.yaml", "papers")
-        loaded = sorted(m for m in ("transformers", "tokenizers") if m in sys.modules)
+        loaded = sorted(m for m in HEAVY if m in sys.modules)
         assert not loaded, loaded
-    """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+    """).replace("HEAVY", repr(HEAVY))
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+HEAVY = ("torch", "transformers", "tokenizers")
+
+
+@pytest.mark.parametrize("configfile", [[], ["--configfile", "config/paper.yaml"]],
+                         ids=["default", "paper"])
+def test_snakemake_dry_run_imports_neither_torch_nor_transformers(configfile):
+    """The whole of `snakemake -n` (Snakefile, rules, every input function it calls), not
+    only the config check: Python's import log names every module the process loaded."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "snakemake", "-n",
+                             "--cores", "1", "--quiet", *configfile], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "nmtbench.plan" in imported  # the log is there: the test can fail
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))

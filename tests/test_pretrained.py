@@ -13,11 +13,11 @@ from tiny_checkpoints import TINY, bert_param_count, save_tiny_bert
 from transformers import BertConfig, BertModel
 
 from nmtbench import cli
+from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError
 from nmtbench.pretrained import (
     KNOWN_CONFIGS,
     all_hidden_states,
-    checkpoint_dir,
     freeze,
     load_model,
     model_config,

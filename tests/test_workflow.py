@@ -124,8 +124,8 @@ def test_back_translation_trains_on_the_reverse_runs_translations(finished):
         run, _ = run_dir(finished, experiment)
         config = json.loads((run / "config.json").read_text())
         assert config["experiment"]["bt_sentences"] == n
-        assert config["paths"]["bt_src"] == bt.file("toy", 1)
-        assert config["paths"]["bt_tgt"] == "data/toy/prepared/mono.tgt"
+        assert config["paths"]["inputs"]["bt_src"] == bt.file("toy", 1)
+        assert config["paths"]["inputs"]["bt_tgt"] == "data/toy/prepared/mono.tgt"
         kept = sum(1 for line in synthetic[:n] if line.strip())
         assert f"training on {kept} back-translated pairs" in (
             finished / "logs" / "train" / "toy" / experiment / "seed1.log").read_text()
@@ -173,13 +173,13 @@ def test_dag_contains_only_the_requested_table_runs(tmp_path):
                        "tables=[toyworld.table1]", "seeds=[1,2]")
     assert result.returncode == 0, result.stderr
     trained = {line.split("wildcards:")[1].strip() for line in result.stdout.splitlines()
-               if "wildcards:" in line and "experiment=" in line and "tag=" not in line
+               if "wildcards:" in line and "run=" in line and "tag=" not in line
                and "baseline=" not in line}
     runs = {run_dir(tmp_path, e)[0].parent.name for e in (
         "transformer-tiny", "transformer-tiny-500", "bert-init", "bert-init-500",
         "bert-frozen-500")}
     assert len(runs) == 5
-    assert trained == {f"dataset=toy, experiment={run}, seed={seed}"
+    assert trained == {f"dataset=toy, run={run}, seed={seed}"
                        for run in runs for seed in (1, 2)}
 
 
@@ -247,17 +247,17 @@ def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
                        str(ROOT / "config" / "paper.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "dataset=wmt14-en-de, experiment=transformer-base, seed=1" in out
-    assert "dataset=iwslt14-de-en, experiment=transformer-base, seed=1" in out
+    assert "dataset=wmt14-en-de, run=transformer-base, seed=1" in out
+    assert "dataset=iwslt14-de-en, run=transformer-base, seed=1" in out
     # Figure 3b: IWSLT14 En-De's Transformer back-translates 2M English Wikipedia sentences
-    assert "dataset=iwslt14-en-de, experiment=transformer-base, seed=1" in out
+    assert "dataset=iwslt14-en-de, run=transformer-base, seed=1" in out
     assert "forward=iwslt14-de-en, sentences=2000000" in out
     assert "rule prepare_monolingual:" in out or "localrule prepare_monolingual:" in out
     assert "rule prepare:" in out or "localrule prepare:" in out
     assert "results/figures/abnet2020.figure2.png" in out
     # the papers' BERTs are snapshotted from the hub once, and the BERT methods train on them
     assert "data/pretrained/bert-base-uncased/config.json" in out
-    assert "dataset=iwslt14-en-de, experiment=bertfused-bert-init-encoder, seed=1" in out
+    assert "dataset=iwslt14-en-de, run=bertfused-bert-init-encoder, seed=1" in out
     # translating a training set or a corpus gets a day (resources.translate), a test set 2 h
     resources = job_resources(out)
     assert resources["distill"] == resources["backtranslate"] == {"runtime": "1440", "gpu": "1",

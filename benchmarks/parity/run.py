@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from nmtbench.config import check, load_config  # noqa: E402
+from nmtbench.decode_settings import DecodeSettings  # noqa: E402
 from nmtbench.fileio import read_lines, write_json, write_lines  # noqa: E402
 
 DATASET = "toy"
@@ -77,8 +78,7 @@ def experiment_settings(experiment: str, seed: int, epochs: int | None) -> dict[
     if epochs:
         settings["max_epochs"] = epochs
     settings.update(OVERRIDES)
-    settings["decode"] = {**config["decode"], **plan.experiments[experiment].get("decode", {}),
-                          **plan.overrides(DATASET, experiment).get("decode", {})}
+    settings["decode"] = plan.decode_settings(DATASET, experiment)
     return settings
 
 
@@ -119,17 +119,16 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
     return args
 
 
-def fairseq_generate_args(decode: dict[str, Any], arch: str) -> list[str]:
+def fairseq_generate_args(decode: DecodeSettings, arch: str) -> list[str]:
     if arch == CMLM:
         # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements;
         # like nmtbench.mask_predict it stops early once a pass changes nothing
         return [*USER_DIR, "--task", "translation_lev",
-                "--iter-decode-max-iter", str(decode["iterations"] - 1),
-                "--iter-decode-with-beam", str(decode["length_beam"]),
+                "--iter-decode-max-iter", str(decode.iterations - 1),
+                "--iter-decode-with-beam", str(decode.length_beam),
                 "--iter-decode-eos-penalty", "0", "--beam", "1"]
-    return ["--beam", str(decode["beam"]), "--lenpen", str(decode["lenpen"]),
-            "--max-len-a", str(decode.get("max_len_a", 1.2)),
-            "--max-len-b", str(decode.get("max_len_b", 10))]
+    return ["--beam", str(decode.beam), "--lenpen", str(decode.lenpen),
+            "--max-len-a", str(decode.max_len_a), "--max-len-b", str(decode.max_len_b)]
 
 
 # --- data ----------------------------------------------------------------------------------
@@ -252,7 +251,7 @@ def run_harness(model: str, seed: int, epochs: int | None, work: Path) -> dict[s
              "--tgt-tokenizer", str(data / "tokenizer" / "tgt"), "--device", "cpu",
              "--threads", "1"], out / "train.log")
     search = [a for k in ("beam", "lenpen", "length_beam", "iterations")
-              for a in (f"--{k.replace('_', '-')}", str(decode[k]))]
+              for a in (f"--{k.replace('_', '-')}", str(getattr(decode, k)))]
     run([*py, "decode", "--run-dir", str(out), "--src", str(data / "prepared" / "test.src"),
          "--out", str(out / "hyp.test.txt"), "--info", str(out / "decode.json"), *search,
          "--device", "cpu", "--threads", "1"], out / "decode.log")

@@ -1,0 +1,95 @@
+"""The decoding settings: their defaults, the tag that names them in file names, and the
+command-line options that pass them to a job. Without torch: planning reads them.
+
+Config `decode:` blocks, an experiment's `decode:` and the CLI's decode/latency options all
+override these defaults; nothing else states them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+BEAM_SEARCH = ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b")
+MASK_PREDICT = ("length_beam", "iterations")
+# Beam-search settings named in a tag only when they differ from their default.
+OPTIONAL_IN_TAG = ("max_len_a", "max_len_b")
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How a trained run is decoded: beam search (`decoding: at`) or mask-predict (`nat`)."""
+
+    beam: int = 5
+    lenpen: float = 1.0
+    lenpen_form: str = "fairseq"  # or gnmt
+    max_len_a: float = 1.2  # outputs at most max_len_a * source length + max_len_b tokens
+    max_len_b: int = 10
+    length_beam: int = 4  # mask-predict: target-length candidates
+    iterations: int = 10  # mask-predict: at most this many
+    checkpoint: str = "best"  # or last
+    average_last: int = 0  # > 0: average the last k epoch checkpoints instead
+    batch_size: int = 64  # sentences per batch (does not change the hypotheses)
+    decoding: str = "at"  # as the experiment's method decodes (not a `decode:` key)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> DecodeSettings:
+        return replace(cls(), **values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def search(self, parallel: bool) -> dict[str, Any]:
+        """The settings of one search: mask-predict's when `parallel`, else beam search's."""
+        return {k: getattr(self, k) for k in (MASK_PREDICT if parallel else BEAM_SEARCH)}
+
+    @property
+    def tag(self) -> str:
+        """A file-name-safe name for everything that changes the hypotheses: the settings of
+        the search (beam search, or mask-predict for `decoding: nat`) and the checkpoint."""
+        ckpt = f"avg{self.average_last}" if self.average_last else self.checkpoint
+        if self.decoding == "nat":
+            return f"lb{self.length_beam}-it{self.iterations}-{ckpt}"
+        tag = f"beam{self.beam}-lp{_number(self.lenpen)}-{self.lenpen_form}-{ckpt}"
+        default = DecodeSettings()
+        for key in OPTIONAL_IN_TAG:
+            if getattr(self, key) != getattr(default, key):
+                tag += f"-{key.replace('_', '')}{_number(getattr(self, key))}"
+        return tag
+
+    def arguments(self) -> str:
+        """The decode/latency command's options for these settings (see `add_arguments`)."""
+        return " ".join(f"--{f.name.replace('_', '-')} {getattr(self, f.name)}"
+                        for f in fields(self) if f.name in OPTIONS)
+
+
+# The command-line options of a decode or latency job: setting -> (type, choices, help).
+OPTIONS: dict[str, tuple[type, tuple[str, ...] | None, str | None]] = {
+    "beam": (int, None, "beam search: beam width"),
+    "lenpen": (float, None, None),
+    "lenpen_form": (str, ("fairseq", "gnmt"), None),
+    "max_len_a": (float, None, None),
+    "max_len_b": (int, None, None),
+    "length_beam": (int, None, "mask-predict: target-length candidates"),
+    "iterations": (int, None, "mask-predict: at most this many"),
+    "checkpoint": (str, ("best", "last"), None),
+    "average_last": (int, None, "average the last k epoch checkpoints instead"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--beam, --lenpen, ...: one option per entry of OPTIONS, defaulting to DecodeSettings'."""
+    default = DecodeSettings()
+    for name, (kind, choices, help_text) in OPTIONS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, choices=choices,
+                            default=getattr(default, name), help=help_text)
+
+
+def from_arguments(args: argparse.Namespace, **more: Any) -> DecodeSettings:
+    """The settings the options of `add_arguments` (and `more`) give."""
+    return DecodeSettings(**{name: getattr(args, name) for name in OPTIONS}, **more)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}".replace(".", "p").replace("-", "m")

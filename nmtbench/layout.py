@@ -1,0 +1,61 @@
+"""Every file name of the workflow, once: path templates in `str.format` style.
+
+The rules use them as their input/output patterns (a template's fields are the rule's
+wildcards) and the Python code formats the same constants, so a name is spelled in one place
+and no path is ever parsed back into its fields. `fill` formats some fields and keeps the
+others as wildcards.
+"""
+
+from __future__ import annotations
+
+from string import Formatter
+
+# --- data ------------------------------------------------------------------------------------
+PREPARED_DIR = "data/{dataset}/prepared"
+PREPARED = PREPARED_DIR + "/{file}"  # {split}.{side}, mono.{side}, manifest.json
+MONOLINGUAL = "data/{dataset}/monolingual/mono.tgt"  # a real dataset's, to back-translate
+MONOLINGUAL_MANIFEST = MONOLINGUAL + ".manifest.json"
+TOKENIZER_DIR = "data/{dataset}/tokenizer/{side}"
+TOKENIZER = TOKENIZER_DIR + "/tokenizer_config.json"  # marks a trained WordPiece
+CHECKPOINT_CONFIG = "{directory}/config.json"  # marks a complete pre-trained checkpoint
+PRETRAINED_ROOT = "data/pretrained"  # hub snapshots and the checkpoints pre-trained here
+PRETRAINED_DIR = PRETRAINED_ROOT + "/{pretrained}"
+PRETRAINED = CHECKPOINT_CONFIG.format(directory=PRETRAINED_DIR)
+PRETRAIN_SUMMARY = PRETRAINED_DIR + "/pretrain_summary.json"
+
+# --- one training run ------------------------------------------------------------------------
+RUNS = "results/runs"
+RUN_SEEDS = RUNS + "/{dataset}/{run}"  # one directory per seed
+RUN = RUN_SEEDS + "/seed{seed}"
+RUN_CONFIG = RUN + "/config.json"
+TRAIN_SUMMARY = RUN + "/train_summary.json"  # written last: the run is done
+TRAIN_LOG = RUN + "/train_log.jsonl"
+CHECKPOINTS = RUN + "/checkpoints"
+CHECKPOINT = CHECKPOINTS + "/{checkpoint}.pt"  # best, last
+
+# --- what is made of a run, per decoding setting {tag} ---------------------------------------
+HYP = RUN + "/hyp.{split}.{tag}.txt"
+DECODE_INFO = RUN + "/decode.{split}.{tag}.json"
+METRICS = RUN + "/metrics.{split}.{tag}.json"
+DISTILL = RUN + "/distill.train.{tag}.txt"
+DISTILL_INFO = RUN + "/distill.train.{tag}.json"
+BACKTRANSLATE = RUN + "/backtranslate.{forward}.{sentences}.{tag}.txt"
+BACKTRANSLATE_INFO = RUN + "/backtranslate.{forward}.{sentences}.{tag}.json"
+LATENCY = RUN + "/latency.{tag}.json"
+LATENCY_VS = RUN + "/latency.{tag}.vs.{baseline}.{btag}.json"  # with the baseline's run, tag
+BOOTSTRAP = RUN + "/bootstrap.{split}.{tag}.vs.{baseline}.{btag}.json"
+BUCKETS = RUN + "/buckets.{split}.{tag}.{cutoffs}.json"  # cutoffs joined by "-"
+
+# --- the report ------------------------------------------------------------------------------
+TABLES = "results/tables.md"
+FIGURE = "results/figures/{name}.{ext}"  # png, pdf
+
+
+def fields(template: str) -> list[str]:
+    """The template's field names, in order."""
+    return [name for _, name, _, _ in Formatter().parse(template) if name]
+
+
+def fill(template: str, **values: object) -> str:
+    """The template with `values` formatted in and every other field left as a wildcard."""
+    return template.format(**{name: f"{{{name}}}" for name in fields(template)} | values)

@@ -1,0 +1,38 @@
+"""The implemented methods as planning sees them, read from `config/schema.yaml`
+(`$defs.methods`) without importing them: planning must not load torch. The classes
+(`methods.get_method`) are looked up only where a model is built; tests check both agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CHECKPOINT_SIDE = "x-checkpoint-side"
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What the plan and the config check need to know of a method."""
+
+    name: str
+    keys: frozenset[str]  # its settings (the trainer's are TrainConfig's)
+    decodings: tuple[str, ...]  # the first is the default
+    checkpoint_roles: dict[str, str]  # setting naming a pre-trained checkpoint -> its side
+    schema: dict[str, Any]  # its settings' JSON schema, the trainer's included
+
+
+def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
+    """Each method of the schema's `$defs` (`methods`, with `trainer`)."""
+    trainer = definitions["trainer"]["properties"]
+    infos = {}
+    for name, schema in definitions["methods"].items():
+        properties = schema["properties"]
+        infos[name] = MethodInfo(
+            name=name,
+            keys=frozenset(properties),
+            decodings=tuple(properties.get("decoding", {}).get("enum", ["at"])),
+            checkpoint_roles={key: spec[CHECKPOINT_SIDE] for key, spec in properties.items()
+                              if CHECKPOINT_SIDE in spec},
+            schema={"type": "object", "properties": {**trainer, **properties}})
+    return infos

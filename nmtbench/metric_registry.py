@@ -1,0 +1,46 @@
+"""The metrics a table column or figure axis may name (papers/schema.yaml `$defs.metric`):
+where each is read from, how it is labelled and printed, and whether a paired bootstrap
+against the baseline applies. Planning, the report and the figures read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    source: Literal["metrics", "latency"]  # the run's metrics.<split>.<tag>.json or latency file
+    keys: tuple[str, ...]  # the path to the number in that JSON file
+    label: str
+    pattern: str | None  # str.format pattern of one value; None: a parameter count (74M)
+    significance: bool = False  # BLEU-like: the paired bootstrap (compare-mt) marks it
+
+    def format(self, value: float) -> str:
+        if self.pattern is None:
+            return _count(value)
+        return self.pattern.format(value)
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("bleu_tokenized", "metrics", ("bleu", "tokenized"), "BLEU (tokenized)", "{:.2f}",
+           significance=True),
+    Metric("sacrebleu", "metrics", ("bleu", "sacrebleu"), "sacreBLEU", "{:.2f}",
+           significance=True),
+    Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}"),
+    Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}"),
+    Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}"),
+    Metric("latency_ms", "latency", ("latency_ms", "median"), "latency (ms)", "{:.1f} ms"),
+    Metric("speedup", "latency", ("speedup",), "speedup", "{:.2f}x"),
+    Metric("params_trained", "metrics", ("params", "trained"), "#trained parameters", None),
+    Metric("params_total", "metrics", ("params", "total"), "#parameters", None),
+)}
+
+
+def _count(value: float) -> str:
+    """Parameter counts as the papers print them (74M), exact below a million."""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.1f}M".replace(".0M", "M")
+    return f"{value:,.0f}"

@@ -1,0 +1,42 @@
+"""The settings of toy-world pre-training (nmtbench/pretraining.py), without torch: the config
+check reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from nmtbench.errors import InputError
+
+MODELS = ("bert", "gpt2")
+
+
+@dataclass
+class PretrainConfig:
+    model: str  # "bert" (masked LM) or "gpt2" (causal LM)
+    seed: int = 1
+    d_model: int = 128
+    ffn_dim: int = 512
+    n_heads: int = 4
+    layers: int = 3
+    max_positions: int = 256
+    max_tokens: int = 4096  # padded tokens per batch
+    lr: float = 1e-3
+    warmup_updates: int = 200
+    max_updates: int = 1500
+    weight_decay: float = 0.01
+    mask_prob: float = 0.15
+    heldout_sentences: int = 1000
+    log_interval: int = 100
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any]) -> PretrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise InputError(f"pre-training setting {unknown[0]!r} is unknown; known: "
+                             f"{', '.join(sorted(known))}")
+        if cfg.get("model") not in MODELS:
+            raise InputError(f"pre-training model {cfg.get('model')!r}: use one of "
+                             f"{', '.join(MODELS)}")
+        return cls(**cfg)
