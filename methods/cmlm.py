@@ -39,6 +39,7 @@ from methods.transformer import (
     fairseq_init,
     reorder,
 )
+from nmtbench.errors import InputError
 from nmtbench.losses import label_smoothed_nll
 from nmtbench.method import Batch, Losses, Method, Model, Progress, Vocab
 
@@ -137,6 +138,9 @@ class CMLM(Method):
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> ConditionalMaskedLM:
         settings = cls.settings.from_config(cfg)
+        if settings.decoding not in cls.decodings:
+            raise InputError(f"method cmlm decodes in parallel: decoding {settings.decoding!r} "
+                             "must be 'nat'")
         arch = settings.architecture
         src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
                                                                              arch.d_model)

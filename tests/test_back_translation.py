@@ -136,8 +136,8 @@ def test_the_trainer_adds_the_first_bt_sentences_pairs_to_the_parallel_data(toy_
     extra pairs are the monolingual lines, in order, after the parallel ones."""
     mono_src = (toy_dir / "mono.src").read_text().splitlines()
     mono_tgt = (toy_dir / "mono.tgt").read_text().splitlines()
-    paths = {**toy_paths, "bt_src": _write(tmp_path / "bt.src", mono_src[:50]),
-             "bt_tgt": str(toy_dir / "mono.tgt")}
+    paths = {**toy_paths, "inputs": {"bt_src": _write(tmp_path / "bt.src", mono_src[:50]),
+                                     "bt_tgt": str(toy_dir / "mono.tgt")}}
     plain = Trainer(tmp_path / "plain", CFG, toy_paths, device="cpu").train_data
     trainer = Trainer(tmp_path / "bt", {**CFG, "bt_sentences": 30}, paths, device="cpu")
     data = trainer.train_data
@@ -145,6 +145,8 @@ def test_the_trainer_adds_the_first_bt_sentences_pairs_to_the_parallel_data(toy_
     assert data.src[:len(plain)] == plain.src and data.tgt[:len(plain)] == plain.tgt
     encoded = trainer.tgt_tok(mono_tgt[:30], add_special_tokens=True)["input_ids"]
     assert data.tgt[len(plain):] == encoded
+    # line numbers: the back-translated pairs' follow the parallel corpus's
+    assert data.lines[len(plain):] == [plain.corpus_lines + i for i in range(30)]
     with pytest.raises(InputError, match="bt_sentences is 30 but no back-translated data"):
         Trainer(tmp_path / "none", {**CFG, "bt_sentences": 30}, toy_paths, device="cpu")
 

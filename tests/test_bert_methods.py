@@ -58,27 +58,29 @@ def test_registry():
 def test_bert_init_encoder_has_the_saved_weights(bert):
     """bert-init's encoder is the saved BERT, weight for weight (weights=False: random)."""
     saved = bert[1].bert.state_dict()
-    loaded = build("bert-init", bert).bert.state_dict()
+    loaded = build("bert-init", bert).encoder.bert.state_dict()
     assert loaded.keys() == saved.keys()
     assert all(torch.equal(loaded[k], saved[k]) for k in saved)
-    fresh = build("bert-init", bert, weights=False).bert.state_dict()
+    fresh = build("bert-init", bert, weights=False).encoder.bert.state_dict()
     assert not torch.equal(fresh["embeddings.word_embeddings.weight"],
                            saved["embeddings.word_embeddings.weight"])
 
 
 @pytest.mark.parametrize("method, cfg, frozen", [
-    ("bert-frozen", {}, lambda n: n.startswith("bert.")),
+    ("bert-frozen", {}, lambda n: n.startswith("encoder.bert.")),
     ("bert-init", {"freeze_bert": "below-top-1"},
-     lambda n: n.startswith("bert.") and not n.startswith("bert.encoder.layer.1.")),
+     lambda n: n.startswith("encoder.bert.")
+     and not n.startswith("encoder.bert.encoder.layer.1.")),
     ("bert-init", {}, lambda n: False),
     ("bert-frozen", {"bert_output_as": "embeddings", "encoder_layers": 2},
-     lambda n: n.startswith("bert.")),
+     lambda n: n.startswith("encoder.bert.")),
 ], ids=["frozen", "below-top-1", "init", "frozen-as-embeddings"])
 def test_frozen_parameters_stay_and_the_rest_train(bert, method, cfg, frozen):
     """After Adam steps over trainable_parameters(), frozen tensors got no gradient and are
     unchanged; every other tensor changed."""
     model = build(method, bert, **cfg).train()
-    assert model.bert.training == (method != "bert-frozen")  # a fully frozen BERT runs in eval
+    # a fully frozen BERT runs in eval
+    assert model.encoder.bert.training == (method != "bert-frozen")
     names = dict(model.named_parameters())
     assert {id(p) for p in model.trainable_parameters()} == {
         id(p) for n, p in names.items() if not frozen(n)}
@@ -88,11 +90,11 @@ def test_frozen_parameters_stay_and_the_rest_train(bert, method, cfg, frozen):
     optimizer = torch.optim.Adam(model.trainable_parameters(), lr=1e-2)
     for _ in range(3):
         optimizer.zero_grad()
-        loss, parts = model.loss(batch())
+        loss, losses = model.loss(batch())
         loss.backward()
         assert all(p.grad is None for n, p in names.items() if frozen(n))
         optimizer.step()
-    assert torch.isfinite(loss) and parts["ntokens"] == 13
+    assert torch.isfinite(loss) and losses.ntokens == 13
     for n, p in names.items():
         assert torch.equal(p, before[n]) == frozen(n), n
 
@@ -101,15 +103,16 @@ def test_output_modes_shape_the_encoder(bert):
     """`encoder`: no NMT encoder layers, cross-attention reads width 32; `embeddings`: an NMT
     encoder of encoder_layers over a 32 -> d_model projection, trainable under a frozen BERT."""
     as_encoder = build("bert-frozen", bert)
-    assert len(as_encoder.encoder) == 0
-    assert as_encoder.decoder[0].cross_attn.k_proj.in_features == 32
+    assert len(as_encoder.encoder.layers) == 0
+    assert as_encoder.decoder.layers[0].cross_attn.k_proj.in_features == 32
     as_embeddings = build("bert-frozen", bert, bert_output_as="embeddings", encoder_layers=2)
-    assert len(as_embeddings.encoder) == 2
-    assert isinstance(as_embeddings.bert_proj, nn.Linear)
-    assert as_embeddings.bert_proj.weight.shape == (16, 32)
-    assert as_embeddings.decoder[0].cross_attn.k_proj.in_features == 16
-    assert all(p.requires_grad for p in as_embeddings.encoder.parameters())
-    assert not any(p.requires_grad for p in as_embeddings.bert.parameters())
+    assert len(as_embeddings.encoder.layers) == 2
+    assert isinstance(as_embeddings.encoder.proj, nn.Linear)
+    assert as_embeddings.encoder.proj.weight.shape == (16, 32)
+    assert as_embeddings.decoder.layers[0].cross_attn.k_proj.in_features == 16
+    assert all(p.requires_grad for p in as_embeddings.encoder.layers.parameters())
+    assert all(p.requires_grad for p in as_embeddings.encoder.proj.parameters())
+    assert not any(p.requires_grad for p in as_embeddings.encoder.bert.parameters())
 
 
 @pytest.mark.parametrize("output_as", ["encoder", "embeddings"])
@@ -151,5 +154,5 @@ def test_embeddings_without_nmt_encoder_layers_still_project_the_bert_width(bert
     model = build("bert-frozen", bert, bert_output_as="embeddings", encoder_layers=0)
     loss, _ = model.loss(batch())
     assert torch.isfinite(loss)
-    memory, _ = model._encode(batch().src)
+    memory = model.encoder(batch().src).memory
     assert memory.shape[-1] == SMALL["d_model"]

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from nmtbench.decoding import beam_search
-from nmtbench.method import Method
+from nmtbench.method import Model
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 V = 5
@@ -55,7 +55,7 @@ NEVER_ENDS: Table = {"*": {A: 0.9, EOS: 0.06, B: 0.04}}
 TABLES = {10: GREEDY_TRAP, 11: SHORT_OR_LONG, 12: NEVER_ENDS}
 
 
-class TableModel(Method):
+class TableModel(Model):
     """Log-probs looked up from TABLES by the source's first id and the prefix generated so far."""
 
     def __init__(self) -> None:

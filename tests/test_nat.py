@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 from tiny_checkpoints import BERT_VOCAB, TINY, save_tiny_bert
 
-from methods.abnet import ABNet, ABNetEncAT, CrossAttentionAdapter, FFNAdapter, adapter_layers
-from methods.cmlm import CMLM, sample_masks, target_sequence
+from methods.abnet import ABNet, CrossAttentionAdapter, FFNAdapter, adapter_layers
+from methods.cmlm import CMLM, ConditionalMaskedLM, sample_masks, target_sequence
+from methods.transformer import EncoderDecoder, TransformerDecoder
 from nmtbench import config as nmtconfig
 from nmtbench.errors import InputError
 from nmtbench.mask_predict import mask_predict
-from nmtbench.method import Batch, Method, Vocab
+from nmtbench.method import Batch, Model, Vocab
 from nmtbench.params import count_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def test_masking_a_row_without_tokens_masks_nothing():
 
 # --- mask-predict on a hand-built model -----------------------------------------------------
 
-class Scripted(Method):
+class Scripted(Model):
     """Answers each `predict` call from a script: per call, {position: (token, prob)}; records
     the tokens it was given. Length log-probs are fixed per source row."""
 
@@ -150,20 +151,26 @@ def test_cmlm_length_target_is_the_number_of_target_tokens():
     model = CMLM.build({"size": "tiny", "decoding": "nat"}, V, V).eval()
     b = batch()
     assert target_sequence(b, V.bos).tolist() == [[2, 5, 6, 7, 8, 3], [2, 9, 10, 3, 0, 0]]
-    _, _, logits = model._encode(b.src)
-    expected = F.cross_entropy(logits.float(), torch.tensor([4, 2]))  # |y|, no BOS/EOS
-    _, parts = model.loss(b)
-    assert parts["length_nll"] == pytest.approx(expected.item(), rel=1e-5)
+    logits = model._length_logits(model.encoder(b.src).length)  # (B, L)
+    # |y|, no BOS/EOS; the term is summed over the batch's sentences
+    expected = F.cross_entropy(logits.float(), torch.tensor([4, 2]), reduction="sum")
+    loss, losses = model.loss(b)
+    assert losses.terms["length"].item() == pytest.approx(expected.item(), rel=1e-5)
     assert logits[:, 0].isinf().all()  # length 0 is never predicted
+    # the length NLL weighs 0.1 against the masked tokens' loss, per masked token
+    total = (losses.terms["tokens"] + 0.1 * losses.terms["length"]) / losses.ntokens
+    torch.testing.assert_close(loss, total)
+    lprobs = model.encode(b.src)["length_lprobs"]
+    torch.testing.assert_close(lprobs, F.log_softmax(logits, dim=-1))
 
 
 def test_cmlm_loss_counts_only_masked_tokens_and_decodes():
     torch.manual_seed(0)
     model = CMLM.build({"size": "tiny", "decoding": "nat"}, V, V)
-    loss, parts = model.loss(batch())
-    assert 2 <= parts["ntokens"] <= 6  # one to |y| per sentence
+    loss, losses = model.loss(batch())
+    assert 2 <= losses.ntokens <= 6  # one to |y| per sentence
     loss.backward()
-    assert model.embed_lengths.weight.grad is not None
+    assert model.encoder.embed_lengths.weight.grad is not None
     out = mask_predict(model, batch().src, length_beam=2, iterations=3, bos=B, eos=E,
                        pad=V.pad, mask=M)
     assert len(out) == 2 and all(1 <= len(h) <= model.max_length for h in out)
@@ -214,9 +221,9 @@ def test_adapter_layer_specs():
 
 def test_abnet_places_adapters_where_asked(berts):
     model = abnet(berts, encoder_adapter_layers="top-1", decoder_adapter_layers=[0])
-    assert list(model.source.adapters) == ["1"] and list(model.target.adapters) == ["0"]
-    assert model.source.adapters["1"].w1.weight.shape == (16, TINY["hidden_size"])
-    assert model.source.embed_lengths.weight.shape == (1024, TINY["hidden_size"])
+    assert list(model.encoder.adapters) == ["1"] and list(model.decoder.adapters) == ["0"]
+    assert model.encoder.adapters["1"].w1.weight.shape == (16, TINY["hidden_size"])
+    assert model.encoder.embed_lengths.weight.shape == (1024, TINY["hidden_size"])
 
 
 def test_only_adapters_and_length_predictor_train(berts):
@@ -225,8 +232,8 @@ def test_only_adapters_and_length_predictor_train(berts):
     trained = {n for n, p in model.named_parameters() if p.requires_grad}
     assert trained and all(".adapters." in n or "embed_lengths" in n for n in trained)
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
-    assert any(n.startswith("source.bert.") for n in frozen)
-    assert any(n.startswith("target.mlm.") for n in frozen)
+    assert any(n.startswith("encoder.bert.") for n in frozen)
+    assert any(n.startswith("decoder.mlm.") for n in frozen)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     optimizer = torch.optim.Adam(model.trainable_parameters(), lr=1e-2)
     src = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 3, 0]])
@@ -248,15 +255,19 @@ def test_abnet_variants_train_what_they_should(berts):
     full = abnet(berts, freeze_bert=False)  # AB-Net FB: everything trains
     assert all(p.requires_grad for p in full.parameters())
     enc = abnet({"src_bert": berts["src_bert"]}, tgt_bert=None)  # AB-Net-Enc (NAT)
-    assert enc.target is None and enc.decoding == "mask_predict"
+    assert isinstance(enc, ConditionalMaskedLM) and enc.decoding == "mask_predict"
+    assert isinstance(enc.decoder, TransformerDecoder) and not enc.decoder.causal
     assert all(p.requires_grad for p in enc.decoder.parameters())
     at = ABNet.build({"size": "tiny", "decoding": "at", "adapter_dim": 16, "tgt_bert": None,
                       "src_bert": berts["src_bert"]}, BERT_VOCAB, BERT_VOCAB, berts)
-    assert isinstance(at, ABNetEncAT) and at.decoding == "beam"
-    assert not any(p.requires_grad for p in at.source.bert.parameters())
+    assert isinstance(at, EncoderDecoder) and at.decoding == "beam"
+    assert isinstance(at.decoder, TransformerDecoder) and at.decoder.causal
+    assert at.encoder.embed_lengths is None  # beam search: no LENGTH token
+    assert not any(p.requires_grad for p in at.encoder.bert.parameters())
+    assert all(p.requires_grad for p in at.decoder.parameters())
     scratch = abnet(berts, bert_init="random", freeze_bert=False)  # AB-Net SC
     loaded = abnet(berts)
-    name = "source.bert.embeddings.word_embeddings.weight"
+    name = "encoder.bert.embeddings.word_embeddings.weight"
     assert not torch.equal(dict(scratch.named_parameters())[name],
                            dict(loaded.named_parameters())[name])
     with pytest.raises(InputError, match="freeze_bert"):

@@ -8,7 +8,15 @@ import torch
 import torch.nn.functional as F
 
 from methods import get_method
-from methods.transformer import SIZES, Transformer, TransformerConfig
+from methods.transformer import (
+    SIZES,
+    EncoderDecoder,
+    Transformer,
+    TransformerConfig,
+    TransformerDecoder,
+    embedding,
+    fairseq_init,
+)
 from nmtbench.decoding import beam_search
 from nmtbench.errors import InputError
 from nmtbench.method import Batch, Vocab
@@ -18,7 +26,7 @@ TGT = Vocab(size=19, pad=0, bos=1, eos=2, unk=3, mask=4)
 SMALL = {"d_model": 32, "ffn_dim": 64, "n_heads": 4, "encoder_layers": 2, "decoder_layers": 2}
 
 
-def small_model(seed: int = 0, **overrides: Any) -> Transformer:
+def small_model(seed: int = 0, **overrides: Any) -> EncoderDecoder:
     torch.manual_seed(seed)
     model = Transformer.build({"size": "tiny", **SMALL, **overrides}, SRC, TGT)
     return model.eval()
@@ -106,13 +114,13 @@ def test_encoder_input_is_scaled_embedding_plus_sinusoid() -> None:
     d = SMALL["d_model"]
     # fairseq's sinusoid: channel i < d/2 is sin(pos * 10000^(-i / (d/2 - 1))), channel d/2 + i
     # the matching cos; checked at position 2, channels 0, 3 and d/2 + 3.
-    table = model.positions
+    table = model.encoder.embedder.positions
     assert table[2, 0].item() == pytest.approx(math.sin(2.0), abs=1e-6)
     assert table[2, 3].item() == pytest.approx(math.sin(2 * 10000 ** (-3 / 15)), abs=1e-6)
     assert table[2, d // 2 + 3].item() == pytest.approx(math.cos(2 * 10000 ** (-3 / 15)), abs=1e-6)
     with torch.no_grad():
-        out, _ = model._encode(src)  # (1, 3, d)
-        expected = d ** 0.5 * model.src_embed(src) + table[:3]
+        out = model.encoder(src).memory  # (1, 3, d)
+        expected = d ** 0.5 * model.encoder.embed(src) + table[:3]
     torch.testing.assert_close(out, expected)
 
 
@@ -121,13 +129,13 @@ def test_pre_norm_stacks_end_in_layer_norm() -> None:
     src, tgt = random_ids(SRC, 2, 5), random_ids(TGT, 2, 4)
     with torch.no_grad():
         nn_init = torch.nn.init
-        nn_init.zeros_(model.encoder_norm.weight)
-        nn_init.zeros_(model.encoder_norm.bias)
+        nn_init.zeros_(model.encoder.norm.weight)
+        nn_init.zeros_(model.encoder.norm.bias)
         other_src = random_ids(SRC, 2, 5)
         # a zeroed final encoder norm hides the source entirely ...
         torch.testing.assert_close(model(src, tgt), model(other_src, tgt), rtol=0, atol=1e-6)
-        nn_init.zeros_(model.decoder_norm.weight)
-        nn_init.zeros_(model.decoder_norm.bias)
+        nn_init.zeros_(model.decoder.norm.weight)
+        nn_init.zeros_(model.decoder.norm.bias)
         # ... and a zeroed final decoder norm zeroes the logits
         assert model(src, tgt).abs().max() == 0
 
@@ -138,13 +146,15 @@ def test_loss_without_smoothing_is_token_mean_cross_entropy() -> None:
     tgt_out[0, 3:] = TGT.pad  # 3 + 5 = 8 real target tokens
     batch = Batch(src=random_ids(SRC, 2, 6), tgt_in=random_ids(TGT, 2, 5), tgt_out=tgt_out,
                   ids=torch.arange(2))
-    loss, logs = model.loss(batch)
+    loss, losses = model.loss(batch)
     logits = model(batch.src, batch.tgt_in)
     expected = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=TGT.pad)
     torch.testing.assert_close(loss, expected)
-    assert logs["ntokens"] == 8
-    assert logs["nll"] == pytest.approx(expected.item(), rel=1e-5)
-    assert logs["loss"] == pytest.approx(expected.item(), rel=1e-5)
+    assert losses.ntokens == 8
+    assert losses.stats["nll"] == pytest.approx(expected.item(), rel=1e-5)
+    assert set(losses.terms) == {"tokens"}  # summed over the batch's tokens
+    assert losses.terms["tokens"].item() == pytest.approx(8 * expected.item(), rel=1e-5)
+    assert losses.per_token()["tokens"] == pytest.approx(expected.item(), rel=1e-5)
 
 
 def test_label_smoothing_is_fairseqs() -> None:
@@ -153,21 +163,23 @@ def test_label_smoothing_is_fairseqs() -> None:
     model = small_model(label_smoothing=0.2)
     batch = Batch(src=random_ids(SRC, 2, 6), tgt_in=random_ids(TGT, 2, 5),
                   tgt_out=random_ids(TGT, 2, 5), ids=torch.arange(2))
-    loss, logs = model.loss(batch)
+    loss, losses = model.loss(batch)
     logits = model(batch.src, batch.tgt_in).flatten(0, 1)
     target = batch.tgt_out.flatten()
     v = TGT.size
     expected = F.cross_entropy(logits, target, label_smoothing=0.2 * v / (v - 1))
     torch.testing.assert_close(loss, expected)
-    assert logs["nll"] == pytest.approx(F.cross_entropy(logits, target).item(), rel=1e-5)
+    assert losses.stats["nll"] == pytest.approx(F.cross_entropy(logits, target).item(), rel=1e-5)
 
 
 def test_build_sizes_and_overrides() -> None:
     model = Transformer.build({"size": "iwslt", "encoder_layers": 1, "decoder_layers": 1,
                                "max_epochs": 50, "lr": 5e-4}, SRC, TGT)
-    assert model.cfg == TransformerConfig(d_model=512, ffn_dim=1024, n_heads=4, encoder_layers=1,
-                                          decoder_layers=1, dropout=0.3)
-    assert model.cfg.label_smoothing == 0.1 and model.cfg.max_positions == 1024
+    arch = model.settings.architecture
+    assert arch == TransformerConfig(d_model=512, ffn_dim=1024, n_heads=4, encoder_layers=1,
+                                     decoder_layers=1, dropout=0.3)
+    assert arch.label_smoothing == 0.1 and arch.max_positions == 1024
+    assert len(model.encoder.layers) == 1 and len(model.decoder.layers) == 1
     assert SIZES["deep20"].pre_norm and SIZES["deep20"].encoder_layers == 20
     with pytest.raises(InputError, match="huge"):
         Transformer.build({"size": "huge"}, SRC, TGT)
@@ -203,7 +215,7 @@ def expected_num_params(cfg: TransformerConfig, src_v: int, tgt_v: int) -> int:
 def test_num_params_base(pre_norm: bool) -> None:
     src_v, tgt_v = Vocab(1000, 0, 1, 2, 3, 4), Vocab(1200, 0, 1, 2, 3, 4)
     model = Transformer.build({"size": "base", "pre_norm": pre_norm}, src_v, tgt_v)
-    expected = expected_num_params(model.cfg, 1000, 1200)
+    expected = expected_num_params(model.settings.architecture, 1000, 1200)
     # Transformer-base has 44,138,496 parameters besides its embeddings (+2 LayerNorms pre-norm).
     assert expected == 44_138_496 + 2200 * 512 + (4 * 512 if pre_norm else 0)
     assert model.num_params() == {"total": expected, "trained": expected}
@@ -216,14 +228,14 @@ def test_initialisation_is_fairseqs() -> None:
     harness's former xavier feed-forward init left the toy world's valid loss 7% higher."""
     torch.manual_seed(0)
     model = Transformer.build({"size": "base"}, Vocab(1000, 0, 1, 2, 3, 4), TGT)
-    assert model.src_embed.weight[0].abs().max() == 0  # pad row
-    assert model.src_embed.weight[1:].std().item() == pytest.approx(512 ** -0.5, rel=0.05)
+    assert model.encoder.embed.weight[0].abs().max() == 0  # pad row
+    assert model.encoder.embed.weight[1:].std().item() == pytest.approx(512 ** -0.5, rel=0.05)
 
     def spans(tensor: torch.Tensor, bound: float) -> bool:  # uniform on (-bound, bound)
         return 0.95 * bound < tensor.abs().max().item() <= bound
 
     xavier = (6 / 1024) ** 0.5
-    for layer in (model.encoder[0], model.decoder[0]):
+    for layer in (model.encoder.layers[0], model.decoder.layers[0]):
         assert spans(layer.ffn.fc1.weight, 512 ** -0.5)
         assert spans(layer.ffn.fc1.bias, 512 ** -0.5)
         assert spans(layer.ffn.fc2.weight, 2048 ** -0.5)
@@ -238,8 +250,9 @@ def test_initialisation_is_fairseqs() -> None:
 def test_attention_over_a_wider_memory_is_xavier_without_gain() -> None:
     """fairseq drops the 1/sqrt(2) gain when keys/values come from another width (kdim)."""
     torch.manual_seed(0)
-    model = Transformer(SIZES["base"], SRC, TGT, memory_dim=768)
-    attn = model.decoder[0].cross_attn
+    decoder = TransformerDecoder(SIZES["base"], embedding(TGT, 512), memory_dim=768)
+    fairseq_init(decoder.layers)  # as every method builds a decoder over a BERT's width
+    attn = decoder.layers[0].cross_attn
     assert 0.95 * (6 / (768 + 512)) ** 0.5 < attn.k_proj.weight.abs().max() <= (6 / 1280) ** 0.5
     assert 0.95 * (6 / 1024) ** 0.5 < attn.q_proj.weight.abs().max() <= (6 / 1024) ** 0.5
 
@@ -261,11 +274,11 @@ def test_overfits_a_copy_task() -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     nlls = []
     for _ in range(150):
-        loss, logs = model.loss(batch)
+        loss, losses = model.loss(batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        nlls.append(logs["nll"])
+        nlls.append(losses.stats["nll"])
     assert nlls[0] > 2.0  # about log(12) at the start
     assert nlls[-1] < 0.01
     # greedy: a sentence stops once `beam` hypotheses have finished (fairseq's rule, see
