@@ -11,6 +11,7 @@ import numpy as np
 from compare_mt import scorers, sign_utils
 from compare_mt.bucketers import LengthSentenceBucketer
 
+from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
 from nmtbench.metrics import multi_bleu_perl
@@ -75,6 +76,8 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
                          else "worse" if 1 - worse < P_VALUE else "none"),
         "system": {k: float(v) for k, v in stats[0].items()},
         "baseline": {k: float(v) for k, v in stats[1].items()},
+        # which hypotheses were compared: the report checks them against the metrics' own
+        "hyps": [provenance.file_digest(hyp), provenance.file_digest(baseline)],
     }
     write_json(out, result)
     return result

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
 from nmtbench.metrics import bleu, detokenize, rouge
@@ -37,6 +38,11 @@ def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
     scores["compound_split"] = compound_split
     summary = json.loads(Path(summary_path).read_text())
     config = json.loads(Path(config_path).read_text())
+    decoded = json.loads(Path(decode_info).read_text()) if decode_info else {}
+    trained = provenance.file_digest(summary_path)
+    if decode_info and decoded.get(provenance.TRAINED) != trained:
+        raise InputError(f"{hyp_path} was decoded from another training than the one in "
+                         f"{summary_path} (or before it finished); decode it again")
     metrics = {
         "method": config["experiment"]["method"],
         "split": split,
@@ -45,7 +51,9 @@ def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
         "params": summary["params"],
         "train": {k: summary[k] for k in ("seconds", "steps", "epochs", "device",
                                           "best_valid_loss", "train_pairs")},
-        "decode": json.loads(Path(decode_info).read_text()) if decode_info else {},
+        "decode": decoded,
+        provenance.TRAINED: trained,
+        "hyp": provenance.file_digest(hyp_path),  # the bootstrap compares these hypotheses
     }
     write_json(out_path, metrics)
     return metrics

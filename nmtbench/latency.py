@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from nmtbench import provenance
 from nmtbench.decode_settings import DecodeSettings
 from nmtbench.devices import hardware_name
 from nmtbench.errors import InputError
@@ -95,7 +96,8 @@ def measure_latency(run_dir: str | Path, src_path: str | Path, out_path: str | P
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times = per_item_ms(decoders, [[line] for line in lines], WARMUP, sync=sync)
     measured = lines[WARMUP:]
-    records = [{"run": d.run_dir, "decode": {"decoding": d.model.decoding, **d.search},
+    records = [{"run": d.run_dir, provenance.TRAINED: provenance.training_digest(d.run_dir),
+                "decode": {"decoding": d.model.decoding, **d.search},
                 "latency_ms": summarize(t),
                 "throughput_sentences_per_s": d.throughput(measured, throughput_batch, sync)}
                for d, t in zip(decoders, times, strict=True)]

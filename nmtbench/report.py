@@ -5,14 +5,17 @@ compare-mt's paired bootstrap against the table's baseline row, and, where our d
 paper's own, the paper's number and the difference. On the toy world our numbers stand alone
 and the paper's are listed separately, because they were measured on other data. Cells whose
 method is not implemented, or that the paper quotes from other work, say so instead of
-vanishing; a run that has not finished shows as "missing". Every row links its run directories,
-and a provenance block says which code, config, hardware and libraries produced the numbers.
+vanishing; a run that has not finished shows as "missing", and so does a number made from an
+earlier training of its run (listed at the end, `nmtbench.provenance`). Every row links its
+run directories, and a provenance block says which code, config, hardware and libraries
+produced the numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import statistics
@@ -34,6 +37,8 @@ from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan
 from nmtbench.results import BETTER, WORSE, Results
 
 MISSING = "missing"
+
+log = logging.getLogger(__name__)
 LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "rouge-score",
              "snakemake", "pandas", "matplotlib")
 
@@ -68,6 +73,14 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
                       drawn.caption, ""]
     if plan.pretrained_targets():
         lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
+    if results.stale:
+        log.warning("left out %d result files made from an earlier training (listed in %s)",
+                    len(results.stale), out)
+        lines += ["", "## Left out: made from an earlier training", "",
+                  "These files were made from a training that is no longer in its run "
+                  "directory (retrained, refused or removed since); their cells show "
+                  f"{MISSING} until the workflow makes them again:", "",
+                  *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
     lines += ["", "## Provenance", "",
               *_provenance(plan.config, root, _run_records(plan, results))]
     write_text(out, "\n".join(lines).rstrip() + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nmtbench import layout
+from nmtbench import layout, provenance
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_json
 from nmtbench.metric_registry import METRICS
@@ -15,11 +15,14 @@ BETTER, WORSE = "▲", "▼"
 
 
 class Results:
-    """Reads the run outputs of a plan's cells from a results directory."""
+    """Reads the run outputs of a plan's cells from a results directory: only those made from
+    the training that is in the run's directory now (`nmtbench.provenance`); the others are
+    left out and listed in `stale`."""
 
     def __init__(self, plan: Plan, results_dir: Path) -> None:
         self.plan = plan
         self.results_dir = results_dir
+        self.stale: set[Path] = set()
 
     def path(self, planned: str) -> Path:
         """Where a planned file ("results/runs/...") is in this results directory."""
@@ -32,6 +35,13 @@ class Results:
         data = read_json(path)
         if data is None:
             return None
+        made_from = [(data, cell)]
+        if METRICS[metric].source == "latency" and "baseline" in data:
+            made_from.append((data["baseline"], baseline))
+        if not all(provenance.current(record, self.path(c.run_dir(seed)))
+                   for record, c in made_from):
+            self.stale.add(path)
+            return None
         if metric == "speedup" and "baseline" not in data:
             return 1.0  # the baseline row itself
         return _get(data, METRICS[metric].keys, path)
@@ -43,6 +53,12 @@ class Results:
             path = self.path(bootstrap_file(cell, baseline, split, seed))
             data = read_json(path)
             if data is None:
+                return ""
+            scored = [(read_json(self.path(c.file(layout.METRICS, seed, split=split))), c)
+                      for c in (cell, baseline)]
+            if not all(s is not None and provenance.current(s, self.path(c.run_dir(seed)))
+                       for s, c in scored) or data.get("hyps") != [s["hyp"] for s, _ in scored]:
+                self.stale.add(path)  # it compared hypotheses the table does not show
                 return ""
             verdicts.append(data.get("significance"))
         if all(v == "better" for v in verdicts):

@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 from methods import get_method
-from nmtbench import checkpoints, distributed
+from nmtbench import checkpoints, distributed, provenance
 from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
@@ -65,6 +65,7 @@ class Trainer:
             if name not in RUN_INPUTS:
                 raise InputError(f"unknown run input {name!r}; known: {', '.join(RUN_INPUTS)}")
         self.tc = TrainConfig.from_dict(cfg)
+        self.inputs_digest = provenance.input_digests(paths)  # a resume must read the same
         requested = resolve_device(device)
         self.world = distributed.join(requested)
         self.device = self.world.device(requested)
@@ -113,13 +114,20 @@ class Trainer:
                 "epochs_without_improvement": self.epochs_without_improvement,
                 "rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-                "config": json.dumps(self.cfg, sort_keys=True)}
+                "config": json.dumps(self.cfg, sort_keys=True), "inputs": self.inputs_digest}
 
     def _resume(self) -> None:
         state = checkpoints.load(self.ckpt_dir / "last.pt")
         if _resumable(json.loads(state["config"])) != _resumable(self.cfg):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
-                             "delete the run directory to start over")
+                             f"delete {self.run_dir} to train again")
+        if "inputs" not in state:
+            log.warning("%s records no input digests (an older version wrote it): resuming "
+                        "without checking its data", self.ckpt_dir / "last.pt")
+        elif stale := provenance.changed(state["inputs"], self.inputs_digest):
+            raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained on other inputs "
+                             f"({', '.join(stale)} changed); delete {self.run_dir} to train "
+                             "again")
         if state.get("world_size", 1) != self.world.size:
             log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
                         "changes", self.ckpt_dir / "last.pt", state.get("world_size", 1),
@@ -305,13 +313,14 @@ class Trainer:
             distributed.leave(self.world)
 
     def _run(self) -> dict[str, Any]:
-        if self.world.is_main:
-            write_json(self.run_dir / "config.json",
-                       {"experiment": self.cfg, "paths": self.paths})
         if (self.ckpt_dir / "last.pt").exists():
             self._resume()
         elif "init_from" in self.inputs:
             self._warm_start()
+        if self.world.is_main:  # only once the checkpoint is known to be this config's
+            write_json(self.run_dir / "config.json", {"experiment": self.cfg,
+                                                      "paths": self.paths,
+                                                      "inputs": self.inputs_digest})
         done = self.epoch > self.tc.max_epochs or bool(
             self.tc.max_updates and self.step >= self.tc.max_updates)
         per_update = self.per_update
@@ -338,7 +347,7 @@ class Trainer:
         summary = {"steps": self.step, "epochs": self.epoch - 1, "seconds": round(self.seconds, 2),
                    "best_valid_loss": self.best_valid, "device": self.device.type,
                    "params": self.model.num_params(), "train_pairs": len(self.train_data),
-                   "processes": self.world.size}
+                   "processes": self.world.size, "inputs": self.inputs_digest}
         if self.world.is_main:
             write_json(self.run_dir / "train_summary.json", summary)
         return summary

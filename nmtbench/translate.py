@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 
 from methods import get_method
-from nmtbench import checkpoints
+from nmtbench import checkpoints, provenance
 from nmtbench.decode_settings import DecodeSettings
 from nmtbench.decoding import beam_search
 from nmtbench.devices import hardware_name, resolve_device
@@ -120,4 +120,13 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
             "batch_size": settings.batch_size,
             "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
                            else settings.checkpoint),
-            "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device)}
+            "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device),
+            provenance.TRAINED: _training(run_dir)}
+
+
+def _training(run_dir: str | Path) -> str | None:
+    """The digest of the run's finished training; None while it is still training."""
+    try:
+        return provenance.training_digest(run_dir)
+    except InputError:
+        return None

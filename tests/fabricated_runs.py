@@ -6,6 +6,7 @@ cell or plotted point can be checked against the file it must come from.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -184,7 +185,7 @@ def fabricate(plan: Plan, results: Path,
         path = run_dir / name
         if name == "train_summary.json":
             experiment = run  # runs are named after an experiment that asks for them
-            write(path, {"steps": 100, "epochs": 3, "seconds": 1.0})
+            write(path, SUMMARY)
             log = [{"event": "train", "epoch": 1, "step": 10, "loss": 5.0}]
             log += [{"event": "valid", "epoch": e, "step": 10 * e, "valid_loss": 3.0,
                      "valid_bleu": b} for e, b in CURVES[experiment][seed]]
@@ -197,20 +198,23 @@ def fabricate(plan: Plan, results: Path,
         experiment = owners[(run, tag)]
         numbers = NUMBERS[experiment][seed]
         if kind == "metrics":
-            write(path, metrics(split, numbers))
+            write(path, metrics(split, numbers) | {"hyp": _hyp(run, tag, seed, split)})
         elif kind == "latency":  # latency.TAG.json, or latency.TAG.vs.BASELINE.BTAG.json
             own = numbers["latency"]
             record = {"latency_ms": {"median": own, "p90": own + 1}, "sentences": 100,
-                      "device": numbers["device"]}
+                      "device": numbers["device"], "trained": TRAINED}
             if rest != "json":
                 _, brun, btag, _ = rest.split(".")
                 base = NUMBERS[owners[(brun, btag)]][seed]["latency"]
-                record |= {"baseline": {"latency_ms": {"median": base, "p90": base + 1}},
+                record |= {"baseline": {"latency_ms": {"median": base, "p90": base + 1},
+                                        "trained": TRAINED},
                            "speedup": base / own}
             write(path, record)
         elif kind == "bootstrap":
+            _, _, brun, btag, _ = rest.split(".")
             write(path, {"significance": verdicts.get((experiment, seed), "better"),
-                         "samples": 1000})
+                         "samples": 1000, "hyps": [_hyp(run, tag, seed, split),
+                                                   _hyp(brun, btag, seed, split)]})
         elif kind == "buckets":
             write(path, {"cutoffs": [8, 16], "buckets": [
                 {"bucket": label, "sentences": 0 if bleu is None else 3, "bleu": bleu}
@@ -218,6 +222,8 @@ def fabricate(plan: Plan, results: Path,
                                        strict=True)]})
         else:
             raise AssertionError(f"unexpected target {target}")
+    for run_dir in run_dirs:  # every output above was made from this training
+        write(run_dir / "train_summary.json", SUMMARY)
     return sorted(run_dirs)
 
 
@@ -232,11 +238,23 @@ def metrics(split: str, numbers: dict) -> dict:
         "train": {"seconds": 10.0, "steps": 100, "epochs": 3, "device": numbers["device"],
                   "best_valid_loss": 2.0, "train_pairs": 1000},
         "decode": {},
+        "trained": TRAINED,
     }
+
+
+def _hyp(run: str, tag: str, seed: int, split: str) -> str:
+    """Stands for the digest of a run's hypotheses (metrics and bootstrap record it)."""
+    return f"{run}.{tag}.seed{seed}.{split}"
 
 
 def write(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+# Every fabricated run's train_summary.json, and its digest, which the outputs made from it
+# record (nmtbench.provenance).
+SUMMARY = {"steps": 100, "epochs": 3, "seconds": 1.0}
+TRAINED = hashlib.sha256((json.dumps(SUMMARY, indent=2) + "\n").encode()).hexdigest()
 
 
 def markdown_table(text: str) -> list[dict[str, str]]:

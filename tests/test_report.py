@@ -157,6 +157,36 @@ def test_mark_needs_every_seeds_bootstrap(tmp_path: Path, papers: Path) -> None:
     assert rows["Transformer big"]["BLEU"] == "28.50 ± 0.71 (paper 28.40, Δ +0.10)"
 
 
+def test_numbers_made_from_an_earlier_training_are_left_out(tmp_path: Path,
+                                                           papers: Path) -> None:
+    """trm-big seed 2 trained again (or a refused run replaced its summary): its metrics,
+    its latency and the baseline's latency against it are no longer its numbers."""
+    plan = setup(tmp_path, papers, [1, 2])
+    (tmp_path / BIG2 / "train_summary.json").write_text('{"steps": 7}\n', encoding="utf-8")
+    text = render(plan, tmp_path)
+    big = without_runs(rows_of(text)["Transformer big"])
+    assert big["BLEU"] == "28.00 (1 of 2 seeds missing) (paper 28.40, Δ -0.40)"  # seed 1 only
+    assert big["Latency"] == "15.0 ms (1 of 2 seeds missing)"
+    left_out = section(text, "Left out: made from an earlier training")
+    assert "runs/toy/trm-big/seed2/metrics.test." in left_out.replace(DATASET, "toy")
+
+
+def test_a_run_without_its_summary_reports_nothing(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    (tmp_path / f"{RUNS}/trm-big/seed1" / "train_summary.json").unlink()
+    big = without_runs(rows_of(render(plan, tmp_path))["Transformer big"])
+    assert big["BLEU"].startswith("missing") and big["Speedup"].startswith("missing")
+
+
+def test_no_mark_from_a_bootstrap_of_other_hypotheses(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):  # decoded again since
+        metrics.write_text(metrics.read_text().replace('"hyp": "', '"hyp": "new-'))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
+
+
 def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1, 2])
     (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()

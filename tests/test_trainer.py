@@ -1,6 +1,8 @@
 """The trainer: learning-rate schedule, resume after a crash, checkpoint averaging."""
 
 import json
+import os
+import shutil
 
 import pytest
 import torch
@@ -74,11 +76,40 @@ def test_resumed_run_ends_with_identical_weights(toy_paths, tmp_path):
     assert train_steps == sorted(set(train_steps))  # replayed steps are not logged twice
 
 
-def test_resume_refuses_a_changed_config(toy_paths, tmp_path):
+def test_resume_refuses_a_changed_config_and_keeps_the_runs_record(toy_paths, tmp_path):
     Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    record = (tmp_path / "run" / "config.json").read_text()
     with pytest.raises(InputError, match="trained with another config"):
         Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "lr": 0.1}, toy_paths,
                 device="cpu").run()
+    # decoding builds the model from config.json: it still describes the checkpoints
+    assert (tmp_path / "run" / "config.json").read_text() == record
+
+
+@pytest.mark.parametrize("changed", ["train_tgt", "valid_src", "tgt_tokenizer"])
+def test_resume_refuses_changed_inputs(toy_paths, tmp_path, changed):
+    """Regenerated data or vocabularies: the finished checkpoint is not this run's (a resume
+    would train 0 steps and report the old model)."""
+    inputs = {name: tmp_path / "inputs" / name for name in toy_paths}
+    inputs["train_src"].parent.mkdir()
+    for name, path in inputs.items():
+        copy = shutil.copytree if os.path.isdir(toy_paths[name]) else shutil.copyfile
+        copy(toy_paths[name], path)
+    paths = {name: str(path) for name, path in inputs.items()}
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths, device="cpu").run()
+    summary = (tmp_path / "run" / "train_summary.json").read_text()
+    tokenizer = inputs[changed].is_dir()
+    target = inputs[changed] / "tokenizer.json" if tokenizer else inputs[changed]
+    original = target.read_text(encoding="utf-8")
+    target.write_text(original + "\n" if tokenizer  # still loads: other bytes, same JSON
+                      else original.replace("\n", " extra\n", 1), encoding="utf-8")
+    with pytest.raises(InputError, match=rf"trained on other inputs \({changed} changed\)"):
+        Trainer(tmp_path / "run", {**CFG, "max_epochs": 2}, paths, device="cpu").run()
+    assert (tmp_path / "run" / "train_summary.json").read_text() == summary
+    # unchanged bytes rewritten (a regenerated file with the same content) resume as before
+    target.write_text(original, encoding="utf-8")
+    assert Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths,
+                   device="cpu").run()["steps"] > 0
 
 
 def test_keeps_last_epochs_and_averages_them(toy_paths, tmp_path):

@@ -241,6 +241,38 @@ def test_killed_snakemake_resumes_training_and_ends_the_same(tmp_path):
     assert ours["train"]["best_valid_loss"] == theirs["train"]["best_valid_loss"]
 
 
+def test_regenerated_data_never_reports_the_old_runs_numbers(tmp_path):
+    """The toy world is generated anew (another seed): the finished run's checkpoint is not
+    trained on it, so training stops with one line, nothing is reported as current, and a
+    report built by hand leaves the old numbers out."""
+    table = tmp_path / "table.yaml"
+    table.write_text("tables: [toyworld.table1]\n")
+    result = snakemake(tmp_path, "--cores", "2", "--configfile", str(SMOKE), str(table))
+    assert result.returncode == 0, result.stderr[-3000:]
+    run, tag = run_dir(tmp_path, "transformer-tiny", table)
+    assert (run / f"metrics.test.{tag}.json").exists()
+
+    regenerated = tmp_path / "regenerated.yaml"
+    regenerated.write_text("datasets: {toy: {world: {seed: 2}}}\n")
+    result = snakemake(tmp_path, "--cores", "2", "--keep-going", "--configfile", str(SMOKE),
+                       str(table), str(regenerated))
+    assert result.returncode != 0
+    log = (tmp_path / "logs" / "train" / "toy" / run.parent.name / "seed1.log").read_text()
+    assert "was trained on other inputs (train_src, train_tgt" in log
+    assert "Traceback" not in log
+    assert not (run / "train_summary.json").exists()
+
+    report = subprocess.run(
+        [sys.executable, "-m", "nmtbench", "report", "--results", "results", "--out",
+         "again.md", "--root", str(ROOT), "--pretrained", "data/pretrained", "--configfile",
+         str(SMOKE), str(table), str(regenerated)], cwd=tmp_path, capture_output=True,
+        text=True, timeout=300)
+    assert report.returncode == 0, report.stderr[-2000:]
+    text = (tmp_path / "again.md").read_text()
+    row = next(line for line in text.splitlines() if "runs/toy/" + run.parent.name in line)
+    assert "missing" in row and not re.search(r"\| \d+\.\d\d", row), row
+
+
 def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
     """config/paper.yaml: the plan builds; unprepared datasets show up as `prepare` jobs."""
     result = snakemake(tmp_path, "--cores", "1", "-n", "--configfile",

@@ -1,0 +1,79 @@
+"""What a result was made from, by content: a run records the digests of its inputs (data,
+tokenizers, pre-trained checkpoints, other runs' outputs) and never resumes on other ones; every
+output made from a finished training records that training's digest (of its
+`train_summary.json`), and the report shows a number only while it still matches.
+
+Content digests, not modification times: a file rewritten with the same bytes is still the same
+input, and a copied results directory keeps its meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nmtbench import layout
+from nmtbench.errors import InputError
+
+TRAINED = "trained"  # key of an output's record: the digest of the training it was made from
+CHUNK = 1 << 20
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    return digest.hexdigest()
+
+
+def path_digest(path: str | Path) -> str:
+    """A file's digest, or a directory's: over its files' relative names and digests (hidden
+    files such as locks and temporary files left out)."""
+    path = Path(path)
+    if not path.is_dir():
+        return file_digest(path)
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        relative = item.relative_to(path)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        digest.update(f"{relative.as_posix()}\0{file_digest(item)}\n".encode())
+    return digest.hexdigest()
+
+
+def input_digests(paths: Mapping[str, Any]) -> dict[str, str]:
+    """{name: digest} of every path a run reads; nested mappings (pre-trained checkpoints, run
+    inputs) give dotted names such as `pretrained.src_bert`."""
+    digests = {}
+    for name, value in paths.items():
+        if isinstance(value, Mapping):
+            digests |= {f"{name}.{k}": v for k, v in input_digests(value).items()}
+        else:
+            digests[name] = path_digest(value)
+    return digests
+
+
+def changed(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    """The names whose digest differs, or that only one side has."""
+    return sorted(k for k in recorded.keys() | current.keys() if recorded.get(k) != current.get(k))
+
+
+def training_digest(run_dir: str | Path) -> str:
+    """The digest of a finished training (its summary records its inputs and its result)."""
+    summary = Path(run_dir) / Path(layout.TRAIN_SUMMARY).name
+    if not summary.is_file():
+        raise InputError(f"{run_dir}: no {summary.name}; the run has not finished training")
+    return file_digest(summary)
+
+
+def current(record: Mapping[str, Any], run_dir: str | Path) -> bool:
+    """Was this output made from the training that is in `run_dir` now?"""
+    summary = Path(run_dir) / Path(layout.TRAIN_SUMMARY).name
+    return summary.is_file() and record.get(TRAINED) == file_digest(summary)

@@ -1,0 +1,77 @@
+"""Provenance: content digests of a run's inputs, and outputs tied to the training they were
+made from (the report side is in tests/test_report.py, the trainer's in tests/test_trainer.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from nmtbench import provenance
+from nmtbench.decode_settings import DecodeSettings
+from nmtbench.errors import InputError
+from nmtbench.evaluate import evaluate_run
+from nmtbench.fileio import write_json
+from nmtbench.trainer import Trainer
+from nmtbench.translate import translate_file
+
+CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
+       "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,
+       "warmup_updates": 5, "max_epochs": 1, "seed": 3}
+
+
+def test_a_directory_digest_follows_its_files_not_its_locks(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "vocab.txt").write_text("a\nb\n")
+    before = provenance.path_digest(tmp_path / "d")
+    (tmp_path / "d" / ".lock").write_text("pid 7")
+    assert provenance.path_digest(tmp_path / "d") == before
+    (tmp_path / "d" / "vocab.txt").write_text("a\nc\n")
+    assert provenance.path_digest(tmp_path / "d") != before
+
+
+def test_input_digests_name_nested_inputs_and_changes(tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_text(name)
+    recorded = provenance.input_digests({"train_src": tmp_path / "a",
+                                         "pretrained": {"src_bert": tmp_path / "b"}})
+    assert set(recorded) == {"train_src", "pretrained.src_bert"}
+    now = provenance.input_digests({"train_src": tmp_path / "a",
+                                    "pretrained": {"src_bert": tmp_path / "c"},
+                                    "inputs": {"init_from": tmp_path / "a"}})
+    assert provenance.changed(recorded, now) == ["inputs.init_from", "pretrained.src_bert"]
+
+
+def test_a_missing_input_is_one_line(tmp_path):
+    with pytest.raises(InputError, match=r"nothing\.txt: cannot read"):
+        provenance.input_digests({"train_src": tmp_path / "nothing.txt"})
+
+
+def test_scores_only_hypotheses_of_the_training_in_the_run(toy_paths, toy_dir, tmp_path):
+    """Hypotheses decoded before the run was trained again are refused by evaluate, and the
+    metrics record the training they scored."""
+    torch.set_num_threads(1)
+    run = tmp_path / "run"
+    Trainer(run, CFG, toy_paths, device="cpu").run()
+    hyp, info = tmp_path / "hyp.txt", tmp_path / "decode.json"
+    record = translate_file(run, toy_dir / "test.src", hyp, DecodeSettings(beam=2),
+                            device="cpu")
+    write_json(info, record)
+    assert record[provenance.TRAINED] == provenance.training_digest(run)
+
+    def score():
+        return evaluate_run(run / "train_summary.json", run / "config.json", "test", hyp,
+                            toy_dir / "test.tgt", tmp_path / "metrics.json", lowercase=False,
+                            detok_lang="en", decode_info=info)
+
+    metrics = score()
+    assert provenance.current(metrics, run)
+    assert metrics["hyp"] == provenance.file_digest(hyp)
+
+    summary = json.loads((run / "train_summary.json").read_text())
+    write_json(run / "train_summary.json", {**summary, "steps": summary["steps"] + 1})
+    with pytest.raises(InputError, match="decoded from another training"):
+        score()
+    assert not provenance.current(metrics, run)
