@@ -287,6 +287,20 @@ class Trainer:
         return ParallelData.encode(src, tgt, self.src_tok, self.tgt_tok, self.tc.max_positions,
                                    self.inputs["bt_src"], self.model.source_bos)
 
+    def _start_fresh(self) -> None:
+        """Begin at step 0: what an earlier training left here (its log, best and epoch
+        checkpoints: e.g. last.pt was deleted) is not this training's and would mix into its
+        curves and checkpoint averages."""
+        if self.world.is_main:
+            earlier = [p for p in (self.log_path, *self.ckpt_dir.glob("*.pt")) if p.exists()]
+            for path in earlier:
+                path.unlink()
+            if earlier:
+                log.warning("%s: removed %d files of an earlier training (no last.pt to resume)",
+                            self.run_dir, len(earlier))
+        if "init_from" in self.inputs:
+            self._warm_start()
+
     def _warm_start(self) -> None:
         """Initialise from the `init_from` checkpoint (a fresh run only: a resumed one has
         its own weights)."""
@@ -315,8 +329,8 @@ class Trainer:
     def _run(self) -> dict[str, Any]:
         if (self.ckpt_dir / "last.pt").exists():
             self._resume()
-        elif "init_from" in self.inputs:
-            self._warm_start()
+        else:
+            self._start_fresh()
         if self.world.is_main:  # only once the checkpoint is known to be this config's
             write_json(self.run_dir / "config.json", {"experiment": self.cfg,
                                                       "paths": self.paths,

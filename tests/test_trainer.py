@@ -86,6 +86,20 @@ def test_resume_refuses_a_changed_config_and_keeps_the_runs_record(toy_paths, tm
     assert (tmp_path / "run" / "config.json").read_text() == record
 
 
+def test_a_fresh_start_removes_what_an_earlier_training_left(toy_paths, tmp_path):
+    """last.pt deleted (say, corrupt): training starts over, and the earlier training's log
+    and epoch checkpoints do not mix into the new one's curves and averages."""
+    run = tmp_path / "run"
+    Trainer(run, {**CFG, "max_epochs": 2}, toy_paths, device="cpu").run()
+    (run / "checkpoints" / "last.pt").unlink()
+    (run / "checkpoints" / "epoch9.pt").write_bytes(b"from another training")
+    Trainer(run, {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    assert sorted(p.name for p in (run / "checkpoints").glob("epoch*.pt")) == ["epoch1.pt"]
+    steps = [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text()
+             .splitlines() if json.loads(line)["event"] == "train"]
+    assert steps == sorted(set(steps))
+
+
 @pytest.mark.parametrize("changed", ["train_tgt", "valid_src", "tgt_tokenizer"])
 def test_resume_refuses_changed_inputs(toy_paths, tmp_path, changed):
     """Regenerated data or vocabularies: the finished checkpoint is not this run's (a resume
