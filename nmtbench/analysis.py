@@ -29,6 +29,8 @@ def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool) -> list[list[
     for path, corpus in zip(outs, corpora[1:], strict=True):
         if len(corpus) != len(corpora[0]):
             raise InputError(f"{path} has {len(corpus)} lines but {ref} has {len(corpora[0])}")
+    if not corpora[0]:
+        raise InputError(f"{', '.join(map(str, (ref, *outs)))} are empty: nothing to compare")
     return corpora
 
 
@@ -91,6 +93,9 @@ def length_buckets(hyp: str | Path, ref: str | Path, out: str | Path, *, cutoffs
     generated output, so the output is what is measured here. Each bucket's BLEU is the tables'
     tokenized BLEU (multi-bleu.perl), so a bucket of every sentence equals the table cell.
     """
+    if any(a >= b for a, b in zip(cutoffs, cutoffs[1:], strict=False)):
+        raise InputError(f"bucket cutoffs {list(cutoffs)}: each must be larger than the one "
+                         "before (compare-mt labels and fills the buckets in that order)")
     ref_c, hyp_c = _parallel(ref, hyp, lowercase=lowercase)
     bucketer = LengthSentenceBucketer(bucket_cutoffs=list(cutoffs))
     members: list[list[int]] = [[] for _ in bucketer.bucket_strs]

@@ -10,6 +10,10 @@ from typing import Any
 from nmtbench import layout
 from nmtbench.errors import InputError
 
+# A Hugging Face hub name: NAME or ORGANISATION/NAME (a path under data/pretrained/, never
+# outside it: no part starts with a dot).
+HUB_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?"
+
 
 def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
     """The directory a checkpoint name stands for: an existing local directory as given;
@@ -21,6 +25,6 @@ def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
         if not path.is_dir():
             raise InputError(f"checkpoint directory {name!r} does not exist")
         return str(path)
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?", name):
+    if not re.fullmatch(HUB_NAME, name):
         raise InputError(f"checkpoint {name!r} is neither a hub name nor a local directory")
     return layout.PRETRAINED_DIR.format(pretrained=name)

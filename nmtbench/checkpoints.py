@@ -1,7 +1,17 @@
-"""Checkpoint files: atomic saves, safe loads (weights_only), and averaging of the last k."""
+"""Checkpoint files: atomic, checksummed saves; verified loads (weights_only); averaging of the
+last k.
+
+Beside each checkpoint `X.pt`, `X.pt.sha256` records its digest (`sha256sum` format: `sha256sum
+-c` checks it by hand), and every load verifies it, so flipped bytes never load as another
+model. While a new file is renamed into place the record lists the old file's digest and the new
+one's, so a kill between the rename and the final record leaves a checkpoint that verifies. A
+checkpoint without a record was written by an older version: it loads, with a warning. Weights
+with nan or inf are neither saved nor loaded.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -9,26 +19,106 @@ from typing import Any
 import torch
 
 from nmtbench.errors import InputError
-from nmtbench.fileio import atomic_path
+from nmtbench.fileio import atomic_path, write_text
+from nmtbench.provenance import file_digest
+
+log = logging.getLogger(__name__)
 
 EPOCH_FILE = re.compile(r"epoch(\d+)\.pt$")
+CHECKSUM_SUFFIX = ".sha256"
+CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  \S.*")
+
+
+def checksum_path(path: str | Path) -> Path:
+    return Path(f"{path}{CHECKSUM_SUFFIX}")
 
 
 def save(path: str | Path, state: dict[str, Any]) -> None:
-    """torch.save to a temporary file, then rename: a kill never leaves a half-written file."""
+    """torch.save to a temporary file, then rename: a kill never leaves a half-written file.
+    A state holding nan or inf raises FloatingPointError and nothing is written."""
+    path = Path(path)
+    if (bad := nonfinite(state)) is not None:
+        raise FloatingPointError(f"{bad} holds non-finite values")
+    try:  # the digests the file there now verifies with (an older version's: its own)
+        old = _recorded(path) or ([file_digest(path)] if path.is_file() else [])
+    except InputError:  # a damaged record: that file does not verify anyway
+        old = []
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
+        digest = file_digest(tmp)
+        _write_checksums(path, [*old, digest])  # the rename may leave either file
+    _write_checksums(path, [digest])
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """Load tensors and plain Python values only (no pickled code)."""
+    """Verify the file against its recorded checksum, then load tensors and plain Python values
+    only (no pickled code)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: checkpoint not found")
+    recorded = _recorded(path)
+    if recorded is not None and file_digest(path) not in recorded:
+        raise InputError(f"{path}: corrupt checkpoint (its sha256 is not the one recorded in "
+                         f"{checksum_path(path)})")
+    if path.is_file() and path.stat().st_size == 0:
+        raise InputError(f"{path}: empty file (0 bytes)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise InputError(f"{path}: checkpoint not found") from None
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises several types for corrupt or unsafe files
-        raise InputError(f"{path}: not a loadable checkpoint ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0]})") from None
+        detail = "".join(f": {line}" for line in str(err).splitlines()[:1])
+        raise InputError(f"{path}: not a loadable checkpoint ({type(err).__name__}{detail})") \
+            from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise InputError(f"{path}: not a checkpoint of this project (no model weights in it)")
+    if (bad := nonfinite(state)) is not None:
+        raise InputError(f"{path}: {bad} holds non-finite values (the weights of a diverged "
+                         "training)")
+    if recorded is None:
+        log.warning("%s: no checksum (an older version wrote it); loaded unverified", path)
+    return state
+
+
+def remove(path: str | Path) -> None:
+    """Delete a checkpoint and its checksum record."""
+    Path(path).unlink(missing_ok=True)
+    checksum_path(path).unlink(missing_ok=True)
+
+
+def nonfinite(value: Any, name: str = "") -> str | None:
+    """The dotted name of the first floating-point tensor in `value` (nested dicts, lists)
+    holding nan or inf; None when there is none."""
+    if isinstance(value, torch.Tensor):
+        return name if value.is_floating_point() and not torch.isfinite(value).all() else None
+    items = (value.items() if isinstance(value, dict)
+             else enumerate(value) if isinstance(value, list | tuple) else ())
+    for key, item in items:
+        if (bad := nonfinite(item, f"{name}.{key}" if name else str(key))) is not None:
+            return bad
+    return None
+
+
+def _recorded(path: Path) -> list[str] | None:
+    """The digests recorded for `path`; None when it has no record."""
+    record = checksum_path(path)
+    try:
+        text = record.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{record}: cannot read ({getattr(err, 'strerror', None) or err})") \
+            from None
+    digests = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not (match := CHECKSUM_LINE.fullmatch(line)):
+            raise InputError(f"{record}: line {number}: not a sha256 line")
+        digests.append(match.group(1))
+    if not digests:
+        raise InputError(f"{record}: empty (no sha256 line)")
+    return digests
+
+
+def _write_checksums(path: Path, digests: list[str]) -> None:
+    write_text(checksum_path(path), "".join(f"{d}  {path.name}\n" for d in digests))
 
 
 def epoch_checkpoints(directory: str | Path) -> list[Path]:

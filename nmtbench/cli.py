@@ -1,12 +1,14 @@
 """`python -m nmtbench <command>`: the commands the workflow's rules run (and users may too).
 
 Heavy imports happen inside each command so that `score` and `--help` start fast.
-Bad input ends with one line on stderr and exit status 2, never a traceback.
+Bad input (a bad option, file or setting) ends with one line on stderr and exit status 2; a
+system failure (disk full, permission denied) with one line and status 1; never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -15,7 +17,34 @@ from pathlib import Path
 from typing import Any
 
 from nmtbench import decode_settings
+from nmtbench.decode_settings import at_least
 from nmtbench.errors import InputError
+from nmtbench.metric_registry import DETOK_LANGS
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad command line is one line too (argparse would print the usage above it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
+def json_object(text: str, option: str) -> dict[str, Any]:
+    """An option's JSON object, or one line saying what is wrong with it. NaN and Infinity,
+    which Python's json accepts, are refused: no setting may be one."""
+    def not_a_number(constant: str) -> None:
+        raise ValueError(f"{constant} is not a finite number")
+
+    try:
+        value = json.loads(text, parse_constant=not_a_number)
+    except ValueError as err:  # json.JSONDecodeError is one
+        raise InputError(f"{option}: invalid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{option}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+POSITIVE, NON_NEGATIVE = at_least(1), at_least(0)
 
 
 def _threads(n: int | None) -> None:
@@ -29,13 +58,15 @@ def _threads(n: int | None) -> None:
 def cmd_toyworld(args: argparse.Namespace) -> None:
     from nmtbench.toyworld import WorldConfig, generate
 
-    world = json.loads(args.world) if args.world else {}
-    sizes = {k: world.pop(k) for k in ("train_pairs", "valid_pairs", "test_pairs",
-                                       "mono_sentences") if k in world}
+    world = json_object(args.world, "--world") if args.world else {}
+    names = ("train_pairs", "valid_pairs", "test_pairs", "mono_sentences")
+    if missing := [k for k in names if k not in world]:
+        raise InputError(f"--world: the split sizes {', '.join(missing)} are missing")
+    sizes = {k: world.pop(k) for k in names}
     try:
         cfg = WorldConfig(**world)
     except TypeError as err:
-        raise InputError(f"toy world config: {err}") from None
+        raise InputError(f"--world: {err}") from None
     counts = generate(args.out, cfg, **sizes)
     logging.info("toy world written to %s: %s", args.out, counts)
 
@@ -54,7 +85,8 @@ def cmd_train(args: argparse.Namespace) -> None:
         "train_src", "train_tgt", "valid_src", "valid_tgt", "src_tokenizer", "tgt_tokenizer")}
     paths["pretrained"] = _named(args.pretrained, "--pretrained", "ROLE=DIRECTORY")
     paths["inputs"] = _named(args.input, "--input", "NAME=PATH")
-    summary = Trainer(args.run_dir, json.loads(args.config), paths, device=args.device).run()
+    summary = Trainer(args.run_dir, json_object(args.config, "--config"), paths,
+                      device=args.device).run()
     logging.info("training finished: %s", summary)
 
 
@@ -99,8 +131,9 @@ def cmd_latency(args: argparse.Namespace) -> None:
     baseline = None
     if args.baseline_decode:
         try:
-            baseline = decode_settings.DecodeSettings.from_dict(json.loads(args.baseline_decode))
-        except (json.JSONDecodeError, TypeError) as err:
+            baseline = decode_settings.DecodeSettings.from_dict(
+                json_object(args.baseline_decode, "--baseline-decode"))
+        except TypeError as err:
             raise InputError(f"--baseline-decode: {err}") from None
     result = measure_latency(args.run_dir, args.src, args.out, sentences=args.sentences,
                              throughput_batch=args.throughput_batch, device=args.device,
@@ -136,7 +169,7 @@ def cmd_download(args: argparse.Namespace) -> None:
 def cmd_prepare(args: argparse.Namespace) -> None:
     from nmtbench.recipes import prepare
 
-    manifest = prepare(args.dataset, json.loads(args.spec), args.downloads, args.out,
+    manifest = prepare(args.dataset, json_object(args.spec, "--spec"), args.downloads, args.out,
                        workers=args.workers)
     logging.info("prepared %s: %s", args.dataset,
                  {k: v["lines"] for k, v in manifest["splits"].items()})
@@ -145,7 +178,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 def cmd_monolingual(args: argparse.Namespace) -> None:
     from nmtbench.monolingual import prepare_monolingual
 
-    manifest = prepare_monolingual(args.dataset, json.loads(args.spec), args.corpus,
+    manifest = prepare_monolingual(args.dataset, json_object(args.spec, "--spec"), args.corpus,
                                    args.downloads, args.out, workers=args.workers,
                                    max_sentences=args.max_sentences)
     logging.info("prepared %s: %d sentences of %s", args.out, manifest["sentences"], args.corpus)
@@ -178,7 +211,8 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
     from nmtbench.pretraining import pretrain
 
     _threads(args.threads)
-    summary = pretrain(args.corpus, args.tokenizer, args.out, json.loads(args.settings))
+    summary = pretrain(args.corpus, args.tokenizer, args.out,
+                       json_object(args.settings, "--settings"))
     logging.info("pre-training finished: held-out %s", summary["heldout"])
 
 
@@ -194,7 +228,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     from nmtbench.report import write_report
 
     root = Path(args.root).resolve()
-    config = json.loads(args.config) if args.config else load_config(
+    config = json_object(args.config, "--config") if args.config else load_config(
         [root / "config" / "config.yaml", *args.configfile])
     plan = check(config, root / "config" / "schema.yaml", root / "papers")
     results = Path(args.results)
@@ -206,11 +240,11 @@ def cmd_report(args: argparse.Namespace) -> None:
 def _decoding_arguments(s: argparse.ArgumentParser) -> None:
     decode_settings.add_arguments(s)
     s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=int)
+    s.add_argument("--threads", type=POSITIVE)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m nmtbench", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m nmtbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("toyworld", help="generate the toy-world corpora")
@@ -221,7 +255,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tokenizer", help="train a WordPiece vocabulary (HF format)")
     s.add_argument("--corpus", nargs="+", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--vocab-size", type=int, required=True)
+    s.add_argument("--vocab-size", type=at_least(10), required=True)
     s.add_argument("--lowercase", action="store_true")
     s.set_defaults(func=cmd_tokenizer)
 
@@ -237,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
                    help="another run's output the run trains with (nmtbench.trainer "
                    "RUN_INPUTS), e.g. init_from=results/runs/.../checkpoints/best.pt")
     s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=int)
+    s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("snapshot", help="download a hub checkpoint for offline use")
@@ -251,7 +285,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--settings", required=True,
                    help="JSON object of nmtbench.pretrain_config.PretrainConfig fields")
-    s.add_argument("--threads", type=int)
+    s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_pretrain)
 
     s = sub.add_parser("params", help="count an experiment's parameters from configs alone",
@@ -270,8 +304,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--src", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--info", help="write the decoding settings and time as JSON here")
-    s.add_argument("--batch-size", type=int, default=decode_settings.DecodeSettings.batch_size)
-    s.add_argument("--max-lines", type=int,
+    s.add_argument("--batch-size", type=POSITIVE,
+                   default=decode_settings.DecodeSettings.batch_size)
+    s.add_argument("--max-lines", type=POSITIVE,
                    help="translate only the first N lines (there must be that many)")
     _decoding_arguments(s)
     s.set_defaults(func=cmd_decode)
@@ -286,7 +321,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--info", help="the decoding's JSON record, copied into the metrics")
     s.add_argument("--out", required=True)
     s.add_argument("--lowercase", action="store_true")
-    s.add_argument("--detok-lang", default="en")
+    s.add_argument("--detok-lang", default="en", choices=DETOK_LANGS, metavar="LANG",
+                   help="Moses detokenizer language (%(default)s; one of %(choices)s)")
     s.add_argument("--compound-split", action="store_true",
                    help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
     s.set_defaults(func=cmd_evaluate)
@@ -295,7 +331,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--hyp", required=True)
     s.add_argument("--ref", required=True)
     s.add_argument("--lowercase", action="store_true", help="case-insensitive")
-    s.add_argument("--detok-lang", help="Moses-detokenize both files before sacreBLEU")
+    s.add_argument("--detok-lang", choices=DETOK_LANGS, metavar="LANG",
+                   help="Moses-detokenize both files before sacreBLEU (one of %(choices)s)")
     s.set_defaults(func=cmd_score)
 
     s = sub.add_parser("report", help="rebuild tables.md and the figures from run directories",
@@ -317,8 +354,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--run-dir", required=True)
     s.add_argument("--src", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--sentences", type=int, default=100, help="measured after 5 warm-up ones")
-    s.add_argument("--throughput-batch", type=int, default=64,
+    s.add_argument("--sentences", type=POSITIVE, default=100,
+                   help="measured after 5 warm-up ones")
+    s.add_argument("--throughput-batch", type=POSITIVE, default=64,
                    help="batch size of the throughput measurement")
     s.add_argument("--baseline-run-dir",
                    help="the autoregressive baseline run, measured in the same job (speedup)")
@@ -332,8 +370,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline", required=True)
     s.add_argument("--ref", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--samples", type=int, default=1000)
-    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--samples", type=POSITIVE, default=1000)
+    s.add_argument("--seed", type=NON_NEGATIVE, default=1)
     s.add_argument("--lowercase", action="store_true")
     s.set_defaults(func=cmd_bootstrap)
 
@@ -341,7 +379,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--hyp", required=True)
     s.add_argument("--ref", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--cutoffs", type=int, nargs="+", required=True)
+    s.add_argument("--cutoffs", type=POSITIVE, nargs="+", required=True,
+                   help="increasing output lengths (tokens) where buckets end")
     s.add_argument("--lowercase", action="store_true")
     s.set_defaults(func=cmd_buckets)
 
@@ -350,7 +389,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--sha256", help="the pinned checksum (neither given: not pinned, log it)")
     s.add_argument("--md5", help="the pinned MD5, where no SHA-256 was ever published")
-    s.add_argument("--retries", type=int, default=5)
+    s.add_argument("--retries", type=NON_NEGATIVE, default=5)
     s.set_defaults(func=cmd_download)
 
     s = sub.add_parser("prepare", help="prepare a real dataset from its downloaded releases")
@@ -358,7 +397,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
     s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
     s.add_argument("--out", required=True)
-    s.add_argument("--workers", type=int, default=1, help="processes for Moses tokenization")
+    s.add_argument("--workers", type=POSITIVE, default=1,
+                   help="processes for Moses tokenization")
     s.set_defaults(func=cmd_prepare)
 
     s = sub.add_parser("monolingual", help="target-side monolingual sentences for "
@@ -370,8 +410,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
     s.add_argument("--out", required=True, help="the sentences, one a line; the manifest goes "
                    "beside it (OUT.manifest.json)")
-    s.add_argument("--max-sentences", type=int, help="keep only the first N (default: all)")
-    s.add_argument("--workers", type=int, default=1, help="processes for splitting and "
+    s.add_argument("--max-sentences", type=POSITIVE,
+                   help="keep only the first N (default: all)")
+    s.add_argument("--workers", type=POSITIVE, default=1, help="processes for splitting and "
                    "tokenizing")
     s.set_defaults(func=cmd_monolingual)
     return p
@@ -391,4 +432,25 @@ def main(argv: list[str] | None = None) -> int:
     except FloatingPointError as err:  # diverged training: the last good checkpoint is kept
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except OSError as err:  # the system's (disk full, permission denied): say what and where
+        print(f"error: {_system_error(err, args)}", file=sys.stderr)
+        return 1
     return 0
+
+
+# The options naming what a command writes (others: --out and --info, where it has them).
+WRITES = {"train": ("run_dir",), "report": ("out", "results")}
+
+
+def _system_error(err: OSError, args: argparse.Namespace) -> str:
+    """One line for an OSError: its reason and file (of a rename, the destination: the other
+    is a temporary file). A failed write often names no file (`write()` on an open one):
+    then the paths the command writes are named."""
+    reason = err.strerror or str(err)
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason += " (the disk is full)"
+    if (path := err.filename2 or err.filename) is not None:
+        return f"{path}: {reason}"
+    written = [str(path) for key in WRITES.get(args.command, ("out", "info"))
+               if (path := getattr(args, key, None))]
+    return f"{reason}, writing {' and '.join(written)}" if written else reason

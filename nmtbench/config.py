@@ -7,6 +7,8 @@ with one line naming the file and key; the returned plan turns the requested tab
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import yaml
 from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError, schema_key
 from nmtbench.method_registry import method_infos
+from nmtbench.metric_registry import DETOK_LANGS
 from nmtbench.papers import PAPERS_DIR, load_catalogue
 from nmtbench.plan import Plan, generated
 from nmtbench.pretrain_config import PretrainConfig
@@ -24,6 +27,16 @@ from nmtbench.recipes import check_sources
 from nmtbench.train_config import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
+# The schema's $defs.name in words, for the error messages
+NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
+             "or digit: it becomes part of file paths and commands")
+
+
+def name_pattern(schema_path: str | Path) -> str:
+    """The schema's pattern of a safe name ($defs.name), unanchored: the workflow constrains
+    its wildcards with it, so a path part is only ever a name the config check allows."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    return schema["$defs"]["name"]["pattern"].removeprefix("^").removesuffix("$")
 
 
 def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
@@ -31,12 +44,55 @@ def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
+        if bad := _non_finite(config):
+            raise InputError(f"config key '{bad[0]}': {bad[1]} is not a finite number")
         return
     if error.validator == "required":
         missing = error.message.split("'")[1]
         key = f"{schema_key(error)}.{missing}" if error.absolute_path else missing
         raise InputError(f"config key '{key}' is missing")
-    raise InputError(f"config key '{schema_key(error)}': {error.message}")
+    raise InputError(f"config key '{schema_key(error)}': {_message(error, schema)}")
+
+
+def _message(error: jsonschema.ValidationError, schema: dict[str, Any]) -> str:
+    """The error's message; a name that fails $defs.name says what a name may hold."""
+    if (error.validator == "pattern"
+            and error.validator_value == schema.get("$defs", {}).get("name", {}).get("pattern")):
+        return f"{error.instance!r} is not a name ({NAME_RULE})"
+    return error.message
+
+
+def _check_download_paths(sources: dict[str, Any], name: str) -> None:
+    """A download's file key is its path under data/downloads/<source>/: names (`name`, the
+    schema's pattern) joined by "/", so it stays inside that directory."""
+    for source, spec in sources.items():
+        for file in spec["files"]:
+            if not all(re.fullmatch(name, part) for part in file.split("/")):
+                raise InputError(f"config key 'sources.{source}.files': {file!r} is not a "
+                                 f"relative path of names ({NAME_RULE})")
+
+
+def _check_detok_lang(lang: str, where: str) -> None:
+    """Moses' detokenizer takes any code and quietly applies its generic rules to one it has
+    none for, so a typo ('EN', 'english') would change sacreBLEU unnoticed: refuse it.
+    `where` names the setting."""
+    if lang not in DETOK_LANGS:
+        raise InputError(f"{where}: unknown detokenizer language {lang!r}; known: "
+                         f"{', '.join(DETOK_LANGS)}")
+
+
+def _non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
+    """The dotted key and value of the first NaN or infinity (YAML's .nan, .inf) in `value`.
+    No setting may be one: JSON schema cannot say "finite", and as every comparison with NaN
+    is false, `minimum` lets it through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    items = (value.items() if isinstance(value, dict)
+             else enumerate(value) if isinstance(value, list) else ())
+    for k, v in items:
+        if bad := _non_finite(v, f"{key}.{k}" if key else str(k)):
+            return bad
+    return None
 
 
 def check(config: dict[str, Any], schema_path: str | Path,
@@ -47,11 +103,12 @@ def check(config: dict[str, Any], schema_path: str | Path,
     implemented methods are the schema's (`$defs.methods`): checking imports none of them.
     """
     # `--config seeds=[1,2]` arrives as strings (snakemake parses lists with YAML's BaseLoader)
-    if isinstance(config.get("seeds"), list):
+    if isinstance(config, dict) and isinstance(config.get("seeds"), list):
         config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
                            for s in config["seeds"]]
     schema = yaml.safe_load(Path(schema_path).read_text())
     validate(config, schema)
+    _check_download_paths(config.get("sources", {}), schema["$defs"]["name"]["pattern"])
     resolve_reversed(config["datasets"])
     definitions = schema["$defs"]
     implemented = method_infos(definitions)
@@ -83,6 +140,8 @@ def check(config: dict[str, Any], schema_path: str | Path,
                              f"{' or '.join(info.decodings)}, not {decoding!r}")
         _check_against(info.schema, {k: v for k, v in experiment.items()
                                      if k not in SETTINGS_OUTSIDE_TRAINER}, where)
+        if bad := _non_finite(experiment):  # a paper's own settings: the config's are checked
+            raise InputError(f"{where}.{bad[0]}': {bad[1]} is not a finite number")
         _check_against(decode_schema, experiment.get("decode", {}), f"{where}.decode")
         if "init_from" in experiment:
             warm_starts.append((name, where))
@@ -96,6 +155,8 @@ def check(config: dict[str, Any], schema_path: str | Path,
     for name, where in warm_starts:  # once every experiment's settings are checked
         _check_init_from(plan, name, where)
     for dataset, spec in config["datasets"].items():
+        if "detok_lang" in spec:
+            _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
         for name, settings in spec.get("overrides", {}).items():
             where = f"config key 'datasets.{dataset}.overrides.{name}"
             method = plan.experiments[name]["method"] if name in plan.experiments else name
@@ -241,7 +302,7 @@ def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -
         jsonschema.Draft202012Validator(schema).iter_errors(values))
     if error is not None:
         key = "" if not error.absolute_path else f".{schema_key(error)}"
-        raise InputError(f"{where}{key}': {error.message}")
+        raise InputError(f"{where}{key}': {_message(error, schema)}")
 
 
 def load_config(paths: list[str | Path]) -> dict[str, Any]:
@@ -253,8 +314,13 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
             data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
         except OSError as err:
             raise InputError(f"{path}: cannot read ({err.strerror})") from None
-        except yaml.YAMLError as err:
-            raise InputError(f"{path}: invalid YAML ({err})") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not valid UTF-8") from None
+        except yaml.YAMLError as err:  # as papers.load_paper says it: one line
+            mark = getattr(err, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark else ""
+            raise InputError(f"{path}: {where}invalid YAML ({getattr(err, 'problem', err)})"
+                             ) from None
         if not isinstance(data, dict):
             raise InputError(f"{path}: a config file must hold a mapping")
         _merge(config, data)

@@ -87,13 +87,19 @@ class ParallelData:
                src_tok: PreTrainedTokenizerBase, tgt_tok: PreTrainedTokenizerBase,
                max_positions: int | None, name: str, src_bos: bool = True) -> ParallelData:
         """Encode aligned lines, dropping (and logging) pairs longer than max_positions;
-        `src_bos`: whether sources start with [CLS] (`nmtbench.tokenization.encode_sources`)."""
+        `src_bos`: whether sources start with [CLS] (`nmtbench.tokenization.encode_sources`).
+        No pair left is an error: a model would "finish" training on nothing (0 steps)."""
+        if not src_lines:
+            raise InputError(f"{name}: no sentence pairs")
         src = encode_sources(src_tok, src_lines, src_bos)
         tgt = tgt_tok(tgt_lines, add_special_tokens=True)["input_ids"]
         keep = list(range(len(src)))
         if max_positions is not None:
             keep = [i for i in keep
                     if len(src[i]) <= max_positions and len(tgt[i]) <= max_positions]
+            if not keep:
+                raise InputError(f"{name}: all {len(src)} pairs are longer than max_positions "
+                                 f"({max_positions} tokens); raise the setting max_positions")
             if len(keep) < len(src):
                 log.warning("%s: dropped %d of %d pairs longer than %d tokens", name,
                             len(src) - len(keep), len(src), max_positions)

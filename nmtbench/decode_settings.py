@@ -8,6 +8,8 @@ override these defaults; nothing else states them.
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -58,23 +60,48 @@ class DecodeSettings:
                 tag += f"-{key.replace('_', '')}{_number(getattr(self, key))}"
         return tag
 
-    def arguments(self) -> str:
-        """The decode/latency command's options for these settings (see `add_arguments`)."""
-        return " ".join(f"--{f.name.replace('_', '-')} {getattr(self, f.name)}"
-                        for f in fields(self) if f.name in OPTIONS)
+    def arguments(self) -> list[str]:
+        """The decode/latency command's options for these settings (see `add_arguments`), one
+        argument each (the rules quote them)."""
+        return [arg for f in fields(self) if f.name in OPTIONS
+                for arg in (f"--{f.name.replace('_', '-')}", str(getattr(self, f.name)))]
 
 
-# The command-line options of a decode or latency job: setting -> (type, choices, help).
-OPTIONS: dict[str, tuple[type, tuple[str, ...] | None, str | None]] = {
-    "beam": (int, None, "beam search: beam width"),
-    "lenpen": (float, None, None),
+def at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `least` (counts and sizes; the CLI's too)."""
+    def integer(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+    return integer
+
+
+def finite(least: float | None = None) -> Callable[[str], float]:
+    """An argparse type: a finite number (float() reads "nan" and "inf" too), of at least
+    `least` if given."""
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+        if least is not None and value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+    return number
+
+
+# The command-line options of a decode or latency job: setting -> (type, choices, help); the
+# types refuse what config/schema.yaml's $defs.decode refuses.
+OPTIONS: dict[str, tuple[Callable[[str], Any], tuple[str, ...] | None, str | None]] = {
+    "beam": (at_least(1), None, "beam search: beam width"),
+    "lenpen": (finite(), None, None),
     "lenpen_form": (str, ("fairseq", "gnmt"), None),
-    "max_len_a": (float, None, None),
-    "max_len_b": (int, None, None),
-    "length_beam": (int, None, "mask-predict: target-length candidates"),
-    "iterations": (int, None, "mask-predict: at most this many"),
+    "max_len_a": (finite(0), None, None),
+    "max_len_b": (at_least(0), None, None),
+    "length_beam": (at_least(1), None, "mask-predict: target-length candidates"),
+    "iterations": (at_least(1), None, "mask-predict: at most this many"),
     "checkpoint": (str, ("best", "last"), None),
-    "average_last": (int, None, "average the last k epoch checkpoints instead"),
+    "average_last": (at_least(0), None, "average the last k epoch checkpoints instead"),
 }
 
 

@@ -11,12 +11,23 @@ from nmtbench.errors import InputError
 
 
 def resolve_device(name: str) -> torch.device:
-    """`auto` is CUDA when present, else CPU; asking for CUDA without it is an error."""
+    """`auto` is CUDA when present, else CPU; asking for CUDA without it (or for a GPU this
+    machine does not have, or a device torch does not know) is an error."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {name!r} requested but CUDA is not available")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise InputError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"device {name!r} requested but CUDA is not available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise InputError(f"device {name!r} requested but this machine has "
+                             f"{torch.cuda.device_count()} GPU(s)")
+    return device
 
 
 def cpu_model() -> str:

@@ -13,6 +13,7 @@ import http.client
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,13 @@ def download(url: str, out: str | Path, sha256: str | None, *, md5: str | None =
     given; where only an MD5 was ever published (sacreBLEU's, torchtext's) that one is checked.
     With neither (not pinned yet) any content is accepted and its SHA-256 logged, to pin."""
     out = Path(out)
+    _check_url(url, out)
+    if out.is_dir():
+        raise InputError(f"{out}: is a directory; --out names the file to write")
     expected = {k: v.lower() for k, v in (("sha256", sha256), ("md5", md5)) if v is not None}
+    for kind, value in expected.items():
+        if len(value) != hashlib.new(kind).digest_size * 2 or value.strip("0123456789abcdef"):
+            raise InputError(f"{out}: the pinned {kind} {value!r} is not a hex digest")
     for attempt in range(retries + 1):
         try:
             with atomic_path(out) as tmp:
@@ -73,6 +80,23 @@ def download(url: str, out: str | Path, sha256: str | None, *, md5: str | None =
                         retries)
             time.sleep(wait)
     raise AssertionError("unreachable")
+
+
+def _check_url(url: str, out: Path) -> None:
+    """A URL that cannot be fetched (no scheme, no host, a local file that is not one) fails
+    at once: retrying it would only wait."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # parsed when read: a port out of range raises ValueError
+    except ValueError as err:
+        raise InputError(f"{out}: malformed URL {url!r} ({err})") from None
+    if parts.scheme == "file":
+        path = Path(urllib.request.url2pathname(parts.path))
+        if not path.is_file():
+            raise InputError(f"{out}: {url} is not a file")
+    elif parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"{out}: malformed URL {url!r} (expected http://, https:// or "
+                         "file:// and a host)")
 
 
 def _fetch(url: str, dest: Path, timeout: float, out: Path) -> dict[str, str]:

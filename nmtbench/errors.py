@@ -8,3 +8,8 @@ class InputError(Exception):
 def schema_key(error) -> str:
     """The dotted key a jsonschema ValidationError is about ("(top level)" for the root)."""
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+def one_line(err: Exception) -> str:
+    """A library's error message on one line (Hugging Face's often run over several)."""
+    return " ".join(str(err).split())

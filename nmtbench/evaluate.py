@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,9 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
 from nmtbench.metrics import bleu, detokenize, rouge
 from nmtbench.preprocess import split_compounds
+from nmtbench.records import read_record
+
+TRAINING = ("seconds", "steps", "epochs", "device", "best_valid_loss", "train_pairs")
 
 
 def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
@@ -27,18 +29,20 @@ def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
     before tokenized BLEU, as the papers scored WMT14 En-De. The run's train_summary.json
     and config.json give its parameter counts, training record and method.
     """
+    summary = read_record(summary_path, ("params", *TRAINING))
+    config = read_record(config_path, ("experiment",))
+    decoded = read_record(decode_info) if decode_info else {}
     hyps = read_lines(hyp_path)
     refs = read_lines(ref_path)
     if len(hyps) != len(refs):
         raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
+    if not refs:
+        raise InputError(f"{hyp_path} and {ref_path} are empty: nothing to score")
     raw_refs = read_lines(raw_ref_path) if raw_ref_path else detokenize(refs, detok_lang)
     for_bleu = split_compounds if compound_split else (lambda line: line)
     scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
                   detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
     scores["compound_split"] = compound_split
-    summary = json.loads(Path(summary_path).read_text())
-    config = json.loads(Path(config_path).read_text())
-    decoded = json.loads(Path(decode_info).read_text()) if decode_info else {}
     trained = provenance.file_digest(summary_path)
     if decode_info and decoded.get(provenance.TRAINED) != trained:
         raise InputError(f"{hyp_path} was decoded from another training than the one in "
@@ -49,8 +53,7 @@ def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
         "bleu": scores,
         "rouge": rouge(hyps, refs),
         "params": summary["params"],
-        "train": {k: summary[k] for k in ("seconds", "steps", "epochs", "device",
-                                          "best_valid_loss", "train_pairs")},
+        "train": {k: summary[k] for k in TRAINING},
         "decode": decoded,
         provenance.TRAINED: trained,
         "hyp": provenance.file_digest(hyp_path),  # the bootstrap compares these hypotheses

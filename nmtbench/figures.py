@@ -9,7 +9,6 @@ it plots; experiments that cannot be plotted yet are named there too.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import textwrap
@@ -23,8 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nmtbench import layout  # noqa: E402
-from nmtbench.errors import InputError  # noqa: E402
-from nmtbench.fileio import read_json  # noqa: E402
+from nmtbench.fileio import atomic_path, read_json, read_jsonl  # noqa: E402
 from nmtbench.metric_registry import METRICS  # noqa: E402
 from nmtbench.papers import Figure  # noqa: E402
 from nmtbench.plan import Cell, Plan, buckets_file  # noqa: E402
@@ -71,8 +69,11 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
     fig.subplots_adjust(bottom=0.32, left=0.12, right=0.86)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{figure.name}.png", out_dir / f"{figure.name}.pdf"]
-    fig.savefig(paths[0], dpi=150, metadata={"Software": None})
-    fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None})
+    # through a temporary file each: a killed report never leaves a truncated figure
+    with atomic_path(paths[0]) as tmp:
+        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
+    with atomic_path(paths[1]) as tmp:
+        fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Producer": None})
     plt.close(fig)
     return Drawn(paths, caption, series)
 
@@ -174,18 +175,12 @@ def _curve(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
 
 
 def _valid_bleu(log: Path, axis: str) -> dict[int, float]:
-    """{epoch or step: valid BLEU} from a train_log.jsonl (the trainer's `valid` events)."""
+    """{epoch or step: valid BLEU} from a train_log.jsonl (the trainer's `valid` events; a
+    line a kill cut short is left out, as the trainer leaves it out when it resumes)."""
     if not log.is_file():
         return {}
-    points = {}
-    for number, line in enumerate(log.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise InputError(f"{log}: line {number}: invalid JSON") from None
-        if record.get("event") == "valid" and "valid_bleu" in record:
-            points[record[axis]] = float(record["valid_bleu"])
-    return points
+    return {record[axis]: float(record["valid_bleu"]) for record in read_jsonl(log)
+            if record.get("event") == "valid" and "valid_bleu" in record}
 
 
 def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,

@@ -1,9 +1,11 @@
-"""Text files: strict line reading, and atomic writes (a killed job never leaves a file that
-looks finished)."""
+"""Text files: strict reading (lines, JSON lines), and atomic writes (a killed job never leaves
+a file that looks finished)."""
 
 from __future__ import annotations
 
+import codecs
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -14,16 +16,28 @@ from typing import Any
 
 from nmtbench.errors import InputError
 
+log = logging.getLogger(__name__)
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
+
+    The file gets the mode a plain `open(path, "w")` would give (mkstemp makes it 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -39,6 +53,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # as mkdir would (mkdtemp makes it 0700)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -62,13 +77,18 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 def read_lines(path: str | Path, allow_empty: bool = True) -> list[str]:
     """Read a UTF-8 text file as lines split on "\\n" only (so numbers match `wc -l`/`sed`).
 
-    Bad bytes, or empty lines where they are not allowed, raise an error naming the line.
+    Bad bytes, or empty lines where they are not allowed, raise an error naming the line. A
+    byte-order mark at the start is dropped, with a warning: it is not text (kept, it would
+    make the first word of identical files differ, and BLEU with it).
     """
     path = Path(path)
     try:
         raw = path.read_bytes()
     except OSError as err:
         raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        log.warning("%s: dropped a UTF-8 byte-order mark at the start of the file", path)
+        raw = raw[len(codecs.BOM_UTF8):]
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -96,3 +116,32 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{path}: not valid UTF-8") from None
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: line {err.lineno}: invalid JSON ({err.msg})") from None
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines log (one object a line), as a killed writer leaves it: an
+    incomplete last line (no newline, not JSON) is dropped with a warning; any other line that
+    is not a JSON object raises an error naming it."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    lines = raw.split(b"\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            if number == len(lines):  # no newline after it: the writer was killed mid-line
+                log.warning("%s: line %d: dropped an incomplete last line", path, number)
+                break
+            reason = (f"invalid JSON ({err.msg})" if isinstance(err, json.JSONDecodeError)
+                      else "not valid UTF-8")
+            raise InputError(f"{path}: line {number}: {reason}") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{path}: line {number}: not a JSON object")
+        records.append(record)
+    return records

@@ -19,7 +19,8 @@ class MethodInfo:
     keys: frozenset[str]  # its settings (the trainer's are TrainConfig's)
     decodings: tuple[str, ...]  # the first is the default
     checkpoint_roles: dict[str, str]  # setting naming a pre-trained checkpoint -> its side
-    schema: dict[str, Any]  # its settings' JSON schema, the trainer's included
+    schema: dict[str, Any]  # its settings' JSON schema, the trainer's included (and `$defs`,
+    # which its references such as #/$defs/name point into)
 
 
 def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
@@ -34,5 +35,6 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             decodings=tuple(properties.get("decoding", {}).get("enum", ["at"])),
             checkpoint_roles={key: spec[CHECKPOINT_SIDE] for key, spec in properties.items()
                               if CHECKPOINT_SIDE in spec},
-            schema={"type": "object", "properties": {**trainer, **properties}})
+            schema={"type": "object", "properties": {**trainer, **properties},
+                    "$defs": definitions})
     return infos

@@ -8,6 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# The languages sacreBLEU's input may be Moses-detokenized for (config `detok_lang`, the CLI's
+# --detok-lang): those sacremoses ships Moses' resources for, and Vietnamese (IWSLT15 En-Vi),
+# which Moses detokenizes with its generic rules.
+DETOK_LANGS = ("as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr", "ga", "gu",
+               "hi", "hu", "is", "it", "kn", "lt", "lv", "ml", "mni", "mr", "nl", "or", "pa",
+               "pl", "pt", "ro", "ru", "sk", "sl", "sv", "ta", "tdt", "te", "vi", "yue", "zh")
+
 
 @dataclass(frozen=True)
 class Metric:

@@ -92,6 +92,8 @@ def score_files(
             f"{hyp} has {len(hyps)} lines but {ref} has {len(refs)} lines; "
             "hypothesis and reference must be line-parallel"
         )
+    if not refs:
+        raise InputError(f"{hyp} and {ref} are empty: nothing to score")
     if detok_lang is None:
         hyps_detok, refs_detok = hyps, refs
     else:

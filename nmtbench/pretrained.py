@@ -25,7 +25,8 @@ from torch import nn
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
     from transformers import PretrainedConfig
 
-from nmtbench.errors import InputError
+from nmtbench.checkpoint_names import HUB_NAME
+from nmtbench.errors import InputError, one_line
 from nmtbench.fileio import atomic_directory
 
 _BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -57,7 +58,10 @@ def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
         return name_or_dir
     path = Path(name_or_dir)
     if (path / "config.json").is_file():
-        return AutoConfig.from_pretrained(str(path), local_files_only=True)
+        try:
+            return AutoConfig.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError) as err:
+            raise InputError(f"checkpoint {name_or_dir!r}: {one_line(err)}") from None
     if name_or_dir in KNOWN_CONFIGS:
         model_type, settings = KNOWN_CONFIGS[name_or_dir]
         return AutoConfig.for_model(model_type, **settings)
@@ -70,16 +74,30 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
     """The checkpoint's base model (`AutoModel`), or with `masked_lm` the model with its
     masked-LM head (`AutoModelForMaskedLM`): its weights from disk, or, with `weights=False`,
     its architecture with random weights (counting, or before loading a trained run's state).
-    Never downloads: hub names are snapshotted by their rule first."""
+    Never downloads: hub names are snapshotted by their rule first. Loads safetensors
+    weights only: pickle weights (pytorch_model.bin) can run code when unpickled, so a
+    directory with only those is refused, not loaded."""
+    from safetensors import SafetensorError
     from transformers import AutoModel, AutoModelForMaskedLM
 
     auto = AutoModelForMaskedLM if masked_lm else AutoModel
     if not weights:
         return auto.from_config(model_config(name_or_dir), **kwargs)
-    if not (Path(name_or_dir) / "config.json").is_file():
+    path = Path(name_or_dir)
+    if not (path / "config.json").is_file():
         raise InputError(f"checkpoint {name_or_dir!r} is not on disk; snapshot it first "
-                         f"(python -m nmtbench snapshot {Path(name_or_dir).name})")
-    return auto.from_pretrained(str(name_or_dir), local_files_only=True, **kwargs)
+                         f"(python -m nmtbench snapshot {path.name})")
+    if not any(path.glob("*.safetensors")):
+        pickled = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+        raise InputError(f"checkpoint {name_or_dir!r}: no safetensors weights"
+                         + (f" ({', '.join(pickled)}: pickle weights are never loaded, "
+                            "unpickling can run code; convert them to safetensors)"
+                            if pickled else ""))
+    try:
+        return auto.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
+                                    **kwargs)
+    except (OSError, ValueError, SafetensorError) as err:
+        raise InputError(f"checkpoint {name_or_dir!r}: {one_line(err)}") from None
 
 
 def all_hidden_states(bert: nn.Module, ids: torch.Tensor, pad: int) -> tuple[torch.Tensor, ...]:
@@ -133,6 +151,8 @@ def snapshot(name: str, out: str | Path) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
+    if not re.fullmatch(HUB_NAME, name):
+        raise InputError(f"checkpoint {name!r} is not a hub name (NAME or ORGANISATION/NAME)")
     out = Path(out)
     try:
         with atomic_directory(out) as tmp:

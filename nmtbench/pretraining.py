@@ -87,6 +87,10 @@ def _encode(lines: list[str], tok: PreTrainedTokenizerBase, max_positions: int,
             where: str) -> list[list[int]]:
     seqs = tok(lines, add_special_tokens=True)["input_ids"]
     kept = [s for s in seqs if len(s) <= max_positions]
+    if not kept:  # training would wait forever for a first batch
+        raise InputError(f"{where}: all {len(seqs)} sentences are longer than max_positions "
+                         f"({max_positions} tokens); raise the pre-training setting "
+                         "max_positions")
     if len(kept) < len(seqs):
         log.warning("%s: dropped %d of %d sentences longer than %d tokens", where,
                     len(seqs) - len(kept), len(seqs), max_positions)

@@ -245,8 +245,8 @@ RECIPES: dict[str, Callable[[dict[str, Any]], Recipe]] = {
 
 
 def recipe_for(name: str, spec: dict[str, Any]) -> Recipe:
-    if spec["kind"] not in RECIPES:
-        raise InputError(f"dataset {name!r}: no recipe for kind {spec['kind']!r}; known: "
+    if spec.get("kind") not in RECIPES:  # a spec by hand (the CLI's --spec) may lack it
+        raise InputError(f"dataset {name!r}: no recipe for kind {spec.get('kind')!r}; known: "
                          f"{', '.join(sorted(RECIPES))}")
     for key in ("src_lang", "tgt_lang"):
         if key not in spec:

@@ -30,10 +30,12 @@ import torch
 
 from nmtbench import figures, layout
 from nmtbench.devices import cpu_model
-from nmtbench.fileio import read_json, write_text
+from nmtbench.errors import InputError
+from nmtbench.fileio import write_text
 from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Table
 from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan
+from nmtbench.records import read_result
 from nmtbench.results import BETTER, WORSE, Results
 
 MISSING = "missing"
@@ -50,6 +52,7 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     the repository whose commit goes into the provenance."""
     root, out = Path(root).resolve(), Path(out).resolve()
     results = Results(plan, Path(results_dir).resolve())
+    _check_results_dir(plan, results)
     lines = ["# Results", "",
              "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
              "paper's. Each table's source paper is named under its heading."]
@@ -169,6 +172,19 @@ def _cell_text(plan: Plan, results: Results, table: Table, column: int,
     return text
 
 
+def _check_results_dir(plan: Plan, results: Results) -> None:
+    """A report of a directory that is not the plan's results would be a table of "missing":
+    refuse one that does not exist or holds none of the run outputs the plan reads (while
+    the runs go on, some are missing: that is a report, with them marked)."""
+    if not results.results_dir.is_dir():
+        raise InputError(f"{results.results_dir}: no such results directory")
+    targets = plan.targets()
+    if targets and not any(results.path(target).exists() for target in targets):
+        raise InputError(f"{results.results_dir}: none of the {len(targets)} run outputs the "
+                         f"requested tables read is there (e.g. {results.path(targets[0])}); "
+                         "is this the results directory of this config?")
+
+
 def _format(values: list[float], metric: str) -> str:
     """One value, or mean ± std (a parameter count the seeds agree on stays one value)."""
     fmt = METRICS[metric].format
@@ -183,7 +199,7 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
     for name in plan.pretrained_targets():
         spec = plan.config["pretraining"][name]
         planned = Path(layout.PRETRAIN_SUMMARY.format(pretrained=name))
-        summary = read_json(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT))
+        summary = read_result(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT))
         row = {"Checkpoint": name, "Model": spec["model"],
                "Corpus": f"{spec['dataset']} mono.{spec['side']}"}
         if summary is None:
@@ -225,7 +241,7 @@ def _run_records(plan: Plan, results: Results) -> list[dict]:
     records = []
     for target in plan.targets():
         if fnmatch(target, metrics):
-            data = read_json(results.path(target))
+            data = read_result(results.path(target))
             if data is not None:
                 records.append(data)
     return records

@@ -7,9 +7,9 @@ from typing import Any
 
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError
-from nmtbench.fileio import read_json
 from nmtbench.metric_registry import METRICS
 from nmtbench.plan import Cell, Plan, bootstrap_file
+from nmtbench.records import read_result
 
 BETTER, WORSE = "▲", "▼"
 
@@ -32,7 +32,7 @@ class Results:
                 baseline: Cell | None) -> float | None:
         """Our value of one cell for one seed; None when its file is not there yet."""
         path = self.path(Plan.cell_files(cell, split, metric, seed, baseline)[0])
-        data = read_json(path)
+        data = read_result(path)
         if data is None:
             return None
         made_from = [(data, cell)]
@@ -51,10 +51,10 @@ class Results:
         verdicts = []
         for seed in self.plan.seeds:
             path = self.path(bootstrap_file(cell, baseline, split, seed))
-            data = read_json(path)
+            data = read_result(path)
             if data is None:
                 return ""
-            scored = [(read_json(self.path(c.file(layout.METRICS, seed, split=split))), c)
+            scored = [(read_result(self.path(c.file(layout.METRICS, seed, split=split))), c)
                       for c in (cell, baseline)]
             if not all(s is not None and provenance.current(s, self.path(c.run_dir(seed)))
                        for s, c in scored) or data.get("hyps") != [s["hyp"] for s, _ in scored]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, one_line
+from nmtbench.fileio import read_lines
 from nmtbench.method import Vocab
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
@@ -30,8 +31,11 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
     # The trainer numbers "##x" pieces in hash-map order, and ids break ties between equally
     # frequent merges, so the same corpus can give different vocabularies (huggingface/
     # tokenizers#1794). Declaring every "##x" up front, in sorted order, fixes their ids.
-    characters = sorted({ch for c in corpora for ch in Path(c).read_text(encoding="utf-8")
+    # (read as every reader does: a leading byte-order mark is no character of the corpus)
+    characters = sorted({ch for c in corpora for line in read_lines(c) for ch in line
                          if not ch.isspace()})
+    if not characters:  # the trainer would save a vocabulary of special tokens only
+        raise InputError(f"{', '.join(map(str, corpora))}: no text to train a vocabulary on")
     if lowercase:
         characters = sorted({ch.lower() for ch in characters})
     trainer.train([str(c) for c in corpora], vocab_size=vocab_size, min_frequency=min_frequency,
@@ -50,7 +54,7 @@ def load_tokenizer(name_or_dir: str | Path) -> PreTrainedTokenizerBase:
     try:
         return AutoTokenizer.from_pretrained(str(name_or_dir))
     except (OSError, ValueError) as err:
-        raise InputError(f"cannot load tokenizer {str(name_or_dir)!r}: {err}") from None
+        raise InputError(f"cannot load tokenizer {str(name_or_dir)!r}: {one_line(err)}") from None
 
 
 def vocab_of(tokenizer: PreTrainedTokenizerBase) -> Vocab:

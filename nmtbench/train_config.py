@@ -25,6 +25,11 @@ class TrainConfig:
     adam_eps: float = 1e-8
     weight_decay: float = 0.0
     clip_norm: float = 0.0  # 0 disables clipping (fairseq's default)
+    # stop when an update's loss is over this many times its running level (an exponential
+    # moving average of the losses before it, over about 100 updates); 0 disables. Under label
+    # smoothing the per-token loss stays near 1 or above, so 10x only ever means divergence;
+    # without it, a memorised corpus's loss may near 0: raise it, or 0, if that stops a run
+    divergence_factor: float = 10.0
     max_epochs: int = 50
     max_updates: int = 0  # 0: no limit
     patience: int = 0  # stop after this many epochs without a better valid loss; 0: never

@@ -11,6 +11,14 @@ Under `torchrun` the same loop is data-parallel (DistributedDataParallel): every
 share, and each batch's gradient is weighted by its share of the update's target tokens, as
 fairseq normalises by the update's sample size. One process with `update_freq: 2` and two
 processes with `update_freq: 1` therefore make the same updates. Rank 0 alone writes.
+
+Divergence stops training, with one line naming the last good checkpoint: a non-finite loss or
+gradient norm (checked before the update, which is not made), or a loss over
+`divergence_factor` times its running level (an exponential moving average of the losses
+before it). Bad updates are not skipped: fairseq skips one only under fp16 loss scaling, where
+an overflow means the scale was too high; in fp32 or bf16 (fp32's range, no scaler) it means
+the run diverged, and skipping would quietly make it another run than its config describes.
+Checkpoints are never saved with non-finite weights.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import time
 from collections import defaultdict
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from tqdm import tqdm
@@ -33,7 +41,7 @@ from nmtbench import checkpoints, distributed, provenance
 from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
-from nmtbench.fileio import read_lines, write_json, write_lines
+from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
 from nmtbench.method import Model, Progress
 from nmtbench.metrics import multi_bleu_perl
 from nmtbench.tokenization import load_tokenizer, vocab_of
@@ -41,6 +49,9 @@ from nmtbench.train_config import TrainConfig, inverse_sqrt_lr
 from nmtbench.translate import translate_lines
 
 log = logging.getLogger(__name__)
+
+LOSS_EMA_DECAY = 0.99  # the running loss level the divergence rule compares with: ~100 updates
+LOCK_POLL_SECONDS = 1.0
 
 # Another run's output a run trains with (`paths["inputs"]`, `--input NAME=PATH`, resolved by
 # `nmtbench.plan.Plan.run_inputs`): name -> what the trainer does with it.
@@ -104,6 +115,8 @@ class Trainer:
         self.best_valid = math.inf
         self.epochs_without_improvement = 0
         self.seconds = 0.0
+        self.loss_ema: float | None = None  # running level of the training loss
+        self.saved_step: int | None = None  # the update `last.pt` holds (None: none saved yet)
 
     # --- checkpoint state --------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -112,12 +125,12 @@ class Trainer:
                 "world_size": self.world.size,
                 "best_valid": self.best_valid, "seconds": self.seconds,
                 "epochs_without_improvement": self.epochs_without_improvement,
-                "rng": torch.get_rng_state(),
+                "loss_ema": self.loss_ema, "rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                 "config": json.dumps(self.cfg, sort_keys=True), "inputs": self.inputs_digest}
 
     def _resume(self) -> None:
-        state = checkpoints.load(self.ckpt_dir / "last.pt")
+        state = self._load_last()
         if _resumable(json.loads(state["config"])) != _resumable(self.cfg):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
                              f"delete {self.run_dir} to train again")
@@ -137,6 +150,8 @@ class Trainer:
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
             setattr(self, key, state[key])
+        self.loss_ema = state.get("loss_ema")  # an older version's checkpoint has none
+        self.saved_step = self.step
         torch.set_rng_state(state["rng"])
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
@@ -146,13 +161,26 @@ class Trainer:
         self._log({"event": "resume", "message": f"resumed from step {self.step}"})
         log.info("resumed from step %d (epoch %d)", self.step, self.epoch)
 
+    def _load_last(self) -> dict[str, Any]:
+        """last.pt, verified. Damaged, there is nothing to fall back on: an epoch checkpoint
+        holds no optimizer state, and resuming one with a fresh optimizer would make another
+        run than the config describes."""
+        last = self.ckpt_dir / "last.pt"
+        try:
+            return checkpoints.load(last)
+        except InputError as err:
+            raise InputError(f"{err}; the epoch checkpoints hold no optimizer state to resume "
+                             f"from: delete {last} to train {self.run_dir} again from the "
+                             "start") from None
+
     def _truncate_log(self) -> None:
-        """Drop log lines of steps after the checkpoint: they are about to be replayed."""
+        """Drop log lines of steps after the checkpoint: they are about to be replayed (and a
+        line a kill cut short)."""
         if not self.world.is_main or not self.log_path.exists():
             return
-        kept = [line for line in self.log_path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= self.step]
-        write_lines(self.log_path, kept)
+        kept = [record for record in read_jsonl(self.log_path)
+                if record.get("step", 0) <= self.step]
+        write_lines(self.log_path, [json.dumps(record) for record in kept])
 
     def _log(self, record: dict[str, Any]) -> None:
         if not self.world.is_main:
@@ -201,18 +229,41 @@ class Trainer:
         keys = sorted(sums)
         record = dict(zip(keys, self.world.all_reduce_sum([sums[k] for k in keys], self.device),
                           strict=True))
-        if record.pop("nonfinite"):  # every process stops, none waits for the others
-            raise FloatingPointError(f"loss is {record['loss']} at step {self.step + 1}; the "
-                                     f"last good checkpoint is {self.ckpt_dir / 'last.pt'}")
+        # every process sees the same loss and gradient norm: all stop, none waits for another
+        if record.pop("nonfinite"):
+            raise self._diverged(self.step + 1, f"loss is {record['loss']}")
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(
             params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
+        if not math.isfinite(grad_norm):
+            raise self._diverged(self.step + 1, f"gradient norm is {float(grad_norm)}")
+        factor = self.tc.divergence_factor
+        if factor and self.loss_ema is not None and record["loss"] > factor * self.loss_ema:
+            raise self._diverged(self.step + 1, f"loss {record['loss']:.4g} is over {factor:g}x "
+                                 f"its running level {self.loss_ema:.4g} (divergence_factor)")
         self.optimizer.step()
         self.step += 1
+        self.loss_ema = record["loss"] if self.loss_ema is None else (
+            LOSS_EMA_DECAY * self.loss_ema + (1 - LOSS_EMA_DECAY) * record["loss"])
         return {**record, **{f"lr_{g.name}": p["lr"] for g, p in
                              zip(self.groups, self.optimizer.param_groups, strict=True)
                              if len(self.groups) > 1},
                 "lr": lr, "grad_norm": float(grad_norm)}
+
+    def _diverged(self, step: int, what: str) -> FloatingPointError:
+        """The one-line stop: what went wrong at which update, and what a rerun resumes."""
+        where = (f"the last good checkpoint is {self.ckpt_dir / 'last.pt'} (step "
+                 f"{self.saved_step})" if self.saved_step is not None
+                 else "no checkpoint was saved before it: training again starts over")
+        return FloatingPointError(f"training diverged at step {step}: {what}; {where}")
+
+    def _save(self, name: str, state: dict[str, Any]) -> None:
+        """Save a checkpoint of the current update (rank 0); weights gone non-finite stop
+        training instead (checkpoints.save refuses them)."""
+        try:
+            checkpoints.save(self.ckpt_dir / name, state)
+        except FloatingPointError as err:
+            raise self._diverged(self.step, str(err)) from None
 
     @torch.no_grad()
     def validate(self) -> float:
@@ -263,12 +314,13 @@ class Trainer:
             state = self._state()
             # only last.pt resumes; the others are read for their weights (decoding, averaging)
             weights = {k: v for k, v in state.items() if k != "optimizer"}
-            checkpoints.save(self.ckpt_dir / f"epoch{finished_epoch}.pt", weights)
+            self._save(f"epoch{finished_epoch}.pt", weights)
             for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[: -self.tc.keep_last_epochs]:
-                old.unlink()
+                checkpoints.remove(old)
             if improved:
-                checkpoints.save(self.ckpt_dir / "best.pt", weights)
-            checkpoints.save(self.ckpt_dir / "last.pt", state)
+                self._save("best.pt", weights)
+            self._save("last.pt", state)
+        self.saved_step = self.step  # every process: each names it if training diverges
         return (finished_epoch >= self.tc.max_epochs
                 or (self.tc.max_updates and self.step >= self.tc.max_updates)
                 or (self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
@@ -292,7 +344,9 @@ class Trainer:
         checkpoints: e.g. last.pt was deleted) is not this training's and would mix into its
         curves and checkpoint averages."""
         if self.world.is_main:
-            earlier = [p for p in (self.log_path, *self.ckpt_dir.glob("*.pt")) if p.exists()]
+            earlier = [p for p in (self.log_path, *self.ckpt_dir.glob("*.pt"),
+                                   *self.ckpt_dir.glob(f"*.pt{checkpoints.CHECKSUM_SUFFIX}"))
+                       if p.exists()]
             for path in earlier:
                 path.unlink()
             if earlier:
@@ -314,17 +368,43 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            if not self.world.is_main:
-                return self._run()
-            with (self.run_dir / ".train.lock").open("w") as lock:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise InputError(f"{self.run_dir} is being trained by another process") \
-                        from None
+            with ((self.run_dir / ".train.lock").open("w") if self.world.is_main
+                  else nullcontext()) as lock:
+                self._hold(lock)
+                if self.world.is_main:
+                    self._remove_unfinished_saves()
                 return self._run()
         finally:
             distributed.leave(self.world)
+
+    def _hold(self, lock: IO[str] | None) -> None:
+        """Take the run directory's lock (rank 0; the others wait with it), waiting while
+        another process trains here. Giving up would fail this job, and Snakemake deletes a
+        failed job's output: the train_summary.json the other process writes. Once it is done,
+        this one resumes its last.pt (0 updates if it finished) and writes the same summary."""
+        waiting = False
+        while True:
+            held = 0.0
+            if lock is not None:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = 1.0
+                except BlockingIOError:
+                    pass
+            if self.world.all_reduce_sum([held], self.device)[0]:
+                return
+            if not waiting and self.world.is_main:
+                log.warning("%s is being trained by another process: waiting for it to end",
+                            self.run_dir)
+            waiting = True
+            time.sleep(LOCK_POLL_SECONDS)
+
+    def _remove_unfinished_saves(self) -> None:
+        """The temporary files of saves a kill interrupted, each as large as a checkpoint
+        (only the lock's holder writes checkpoints)."""
+        for path in self.ckpt_dir.glob(".*.tmp"):
+            path.unlink()
+            log.warning("%s: removed an unfinished checkpoint save", path)
 
     def _run(self) -> dict[str, Any]:
         if (self.ckpt_dir / "last.pt").exists():
@@ -353,8 +433,10 @@ class Trainer:
                     if self.step % self.tc.log_interval == 0:
                         self._log({"event": "train", **record})
                         bar.set_postfix(loss=f"{record['loss']:.3f}", epoch=self.epoch)
-                    if self.step % self.tc.save_interval_updates == 0 and self.world.is_main:
-                        checkpoints.save(self.ckpt_dir / "last.pt", self._state())
+                    if self.step % self.tc.save_interval_updates == 0:
+                        if self.world.is_main:
+                            self._save("last.pt", self._state())
+                        self.saved_step = self.step
                     if self.tc.max_updates and self.step >= self.tc.max_updates:
                         break
                 done = self._end_epoch()
@@ -367,7 +449,7 @@ class Trainer:
         return summary
 
 
-STOPPING = ("max_epochs", "max_updates", "patience")
+STOPPING = ("max_epochs", "max_updates", "patience", "divergence_factor")
 
 
 def _resumable(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Model
+from nmtbench.records import read_record
 from nmtbench.tokenization import decode, encode_sources, load_tokenizer, vocab_of
 
 
@@ -33,7 +33,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     config_path = run_dir / "config.json"
     if not config_path.exists():
         raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
-    run = json.loads(config_path.read_text())
+    run = read_record(config_path, ("experiment", "paths"))
     cfg, paths = run["experiment"], run["paths"]
     src_tok = load_tokenizer(paths["src_tokenizer"])
     tgt_tok = load_tokenizer(paths["tgt_tokenizer"])

@@ -10,7 +10,7 @@ rule bootstrap:
     output:
         layout.BOOTSTRAP,
     params:
-        lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
+        lowercase=lambda w: flag("--lowercase", dataset_spec(w)["lowercase"]),
         samples=config["analysis"]["bootstrap_samples"],
     conda:
         "../envs/text.yaml"
@@ -18,8 +18,8 @@ rule bootstrap:
         "logs/analyze/{dataset}/{run}/seed{seed}.bootstrap.{split}.{tag}.{baseline}.{btag}.log",
     shell:
         "python -m nmtbench bootstrap --hyp {input.hyp:q} --baseline {input.baseline:q} "
-        "--ref {input.ref:q} --samples {params.samples} --seed {wildcards.seed} "
-        "{params.lowercase} --out {output:q} > {log:q} 2>&1"
+        "--ref {input.ref:q} --samples {params.samples:q} --seed {wildcards.seed:q} "
+        "{params.lowercase:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule buckets:
@@ -29,7 +29,7 @@ rule buckets:
     output:
         layout.BUCKETS,
     params:
-        lowercase=lambda w: "--lowercase" if dataset_spec(w)["lowercase"] else "",
+        lowercase=lambda w: flag("--lowercase", dataset_spec(w)["lowercase"]),
         cutoffs=lambda w: w.cutoffs.split("-"),
     conda:
         "../envs/text.yaml"
@@ -37,4 +37,4 @@ rule buckets:
         "logs/analyze/{dataset}/{run}/seed{seed}.buckets.{split}.{tag}.{cutoffs}.log",
     shell:
         "python -m nmtbench buckets --hyp {input.hyp:q} --ref {input.ref:q} "
-        "--cutoffs {params.cutoffs} {params.lowercase} --out {output:q} > {log:q} 2>&1"
+        "--cutoffs {params.cutoffs:q} {params.lowercase:q} --out {output:q} > {log:q} 2>&1"

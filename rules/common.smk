@@ -1,7 +1,6 @@
 # Config checking and every input function; the other rule files stay declarative.
 import os
 import re
-import shlex
 import sys
 
 from nmtbench import config as nmtconfig
@@ -20,17 +19,25 @@ except InputError as err:
     print(f"config error: {err}", file=sys.stderr)
     sys.exit(1)
 
+# The config's names (datasets, experiments = runs, pre-training names) match the schema's
+# $defs.name, checked above; the wildcards take exactly that pattern, so no path a rule makes
+# or reads holds "..", "/" or a shell character where a name goes. A rule that narrows one
+# (to the datasets of a kind) lists checked names.
+NAME = nmtconfig.name_pattern(f"{workflow.basedir}/config/schema.yaml")
+
 
 wildcard_constraints:
-    dataset=r"[A-Za-z0-9_.-]+",
-    run=r"[A-Za-z0-9_-]+",
+    dataset=NAME,
+    run=NAME,
     seed=r"\d+",
     side=r"src|tgt",
     split=r"valid|test",
     tag=r"[A-Za-z0-9-]+",
-    baseline=r"[A-Za-z0-9_-]+",
+    baseline=NAME,
     btag=r"[A-Za-z0-9-]+",
     cutoffs=r"[0-9-]+",
+    forward=NAME,
+    pretrained=rf"{NAME}(?:/{NAME})?",  # a hub name may start with its organisation
 
 
 SPLITS = ["train", "valid", "test"]
@@ -46,7 +53,8 @@ def real_datasets():
 
 
 def datasets_either(names):
-    """A wildcard constraint matching exactly these dataset names (or nothing)."""
+    """A wildcard constraint matching exactly these dataset names (or nothing): configured
+    names, so each matches NAME too."""
     return "|".join(re.escape(d) for d in names) or "^$"
 
 
@@ -76,10 +84,20 @@ def monolingual_inputs(wildcards):
     return download_paths(dataset_spec(wildcards)["back_translation"]["corpus"])
 
 
+# Functions giving a job's options return them as a list of arguments: the rule's shell
+# quotes each one (`{params.x:q}`), as it quotes every other value.
+
+
 def download_checksum_arguments(source, file):
     """`--sha256 X` / `--md5 Y` for the file's pinned checksums (none: the download logs it)."""
     entry = config["sources"][source]["files"][file]
-    return " ".join(f"--{kind} {entry[kind]}" for kind in ("sha256", "md5") if entry.get(kind))
+    return [arg for kind in ("sha256", "md5") if entry.get(kind)
+            for arg in (f"--{kind}", entry[kind])]
+
+
+def flag(option, on):
+    """[option] when `on`, else no argument."""
+    return [option] if on else []
 
 
 def prepare_inputs(wildcards):
@@ -145,29 +163,29 @@ def train_inputs(wildcards):
 
 
 def run_input_arguments(wildcards):
-    """`--input NAME=PATH` for every run input (shell-quoted)."""
-    return " ".join(
-        "--input {}".format(shlex.quote(f"{name}={run_input.path(wildcards.seed)}"))
+    """`--input NAME=PATH` for every run input."""
+    return [
+        arg
         for name, run_input in PLAN.run_inputs(wildcards.dataset, wildcards.run).items()
-    )
+        for arg in ("--input", f"{name}={run_input.path(wildcards.seed)}")
+    ]
 
 
 def pretrained_arguments(wildcards, input):
-    """`--pretrained role=DIR` for every checkpoint the run loads (shell-quoted)."""
-    return " ".join(
-        "--pretrained {}".format(
-            shlex.quote(f"{key.removeprefix('pretrained_')}={os.path.dirname(path)}")
-        )
+    """`--pretrained role=DIR` for every checkpoint the run loads."""
+    return [
+        arg
         for key, path in input.items() if key.startswith("pretrained_")
-    )
+        for arg in ("--pretrained", f"{key.removeprefix('pretrained_')}={os.path.dirname(path)}")
+    ]
 
 
 def train_launcher(wildcards, resources):
     """`torchrun` with one process per GPU when the job has more than one, else one process."""
     gpus = int(resources.gpu)
     if gpus > 1:
-        return f"torchrun --standalone --nproc-per-node {gpus} -m nmtbench"
-    return "python -m nmtbench"
+        return ["torchrun", "--standalone", "--nproc-per-node", str(gpus), "-m", "nmtbench"]
+    return ["python", "-m", "nmtbench"]
 
 
 def experiment_json(wildcards):
@@ -184,10 +202,7 @@ def search_arguments(wildcards):
 def baseline_latency_arguments(wildcards, input):
     """The baseline run timed in the same job, with its own decoding settings."""
     settings = nmtconfig.as_json(PLAN.decode_for_tag(wildcards.btag).as_dict())
-    return (
-        f"--baseline-run-dir {shlex.quote(os.path.dirname(input.baseline))} "
-        f"--baseline-decode {shlex.quote(settings)}"
-    )
+    return ["--baseline-run-dir", os.path.dirname(input.baseline), "--baseline-decode", settings]
 
 
 def resource(rule, key):

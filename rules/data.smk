@@ -28,7 +28,7 @@ for source in config.get("sources", {}):
 
     rule:
         name:
-            f"download_{source.replace('-', '_')}"
+            f"download_{re.sub(r'[.-]', '_', source)}"
         output:
             f"{DOWNLOADS_DIR}/{source}/{{file}}",
         params:
@@ -42,7 +42,7 @@ for source in config.get("sources", {}):
             file="|".join(re.escape(f) for f in config["sources"][source]["files"]) or "^$",
         retries: 1
         shell:
-            "python -m nmtbench download --url {params.url:q} {params.checksums} "
+            "python -m nmtbench download --url {params.url:q} {params.checksums:q} "
             "--out {output:q} > {log:q} 2>&1"
 
 
@@ -72,7 +72,7 @@ rule prepare:
         runtime=resource("prepare", "runtime"),
     shell:
         "python -m nmtbench prepare --dataset {wildcards.dataset:q} --spec {params.spec:q} "
-        "--downloads {params.downloads:q} --out {params.out:q} --workers {threads} "
+        "--downloads {params.downloads:q} --out {params.out:q} --workers {threads:q} "
         "> {log:q} 2>&1"
 
 
@@ -120,9 +120,9 @@ rule prepare_monolingual:
         runtime=resource("prepare", "runtime"),
     shell:
         "python -m nmtbench monolingual --dataset {wildcards.dataset:q} --spec {params.spec:q} "
-        "--corpus {params.corpus:q} --max-sentences {params.sentences} "
+        "--corpus {params.corpus:q} --max-sentences {params.sentences:q} "
         "--downloads {params.downloads:q} --out {output.mono:q} "
-        "--workers {threads} > {log:q} 2>&1"
+        "--workers {threads:q} > {log:q} 2>&1"
 
 
 rule tokenizer:
@@ -139,4 +139,4 @@ rule tokenizer:
         "logs/data/{dataset}/tokenizer.{side}.log",
     shell:
         "python -m nmtbench tokenizer --corpus {input:q} --out {params.out:q} "
-        "--vocab-size {params.vocab_size} > {log:q} 2>&1"
+        "--vocab-size {params.vocab_size:q} > {log:q} 2>&1"

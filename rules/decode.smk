@@ -16,7 +16,7 @@ rule decode:
         search=search_arguments,
         batch_size=lambda w: PLAN.decode_for_tag(w.tag).batch_size,
         device=config.get("device", "auto"),
-        first="",
+        first=[],
     conda:
         "../envs/models.yaml"
     log:
@@ -28,9 +28,9 @@ rule decode:
         gpu=resource("decode", "gpu"),
     shell:
         "python -m nmtbench decode --run-dir {params.run_dir:q} --src {input.src:q} "
-        "--out {output.hyp:q} --info {output.info:q} {params.search} "
-        "--batch-size {params.batch_size} {params.first} "
-        "--device {params.device:q} --threads {threads} > {log:q} 2>&1"
+        "--out {output.hyp:q} --info {output.info:q} {params.search:q} "
+        "--batch-size {params.batch_size:q} {params.first:q} "
+        "--device {params.device:q} --threads {threads:q} > {log:q} 2>&1"
 
 
 # Sequence-level knowledge distillation (Kim & Rush 2016): the teacher's translations of the
@@ -67,7 +67,7 @@ use rule decode as backtranslate with:
         search=search_arguments,
         batch_size=lambda w: PLAN.decode_for_tag(w.tag).batch_size,
         device=config.get("device", "auto"),
-        first=lambda w: f"--max-lines {w.sentences}",
+        first=lambda w: ["--max-lines", w.sentences],
     log:
         "logs/backtranslate/{dataset}/{run}/seed{seed}.{forward}.{sentences}.{tag}.log",
     threads: resource("translate", "threads")
@@ -89,7 +89,7 @@ rule latency:
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
-        baseline="",
+        baseline=[],
         device=config.get("device", "auto"),
         sentences=config["analysis"]["latency_sentences"],
         batch=config["analysis"].get("throughput_batch", 64),
@@ -104,9 +104,9 @@ rule latency:
         gpu=resource("decode", "gpu"),
     shell:
         "python -m nmtbench latency --run-dir {params.run_dir:q} --src {input.src:q} "
-        "--out {output:q} --sentences {params.sentences} "
-        "--throughput-batch {params.batch} {params.search} "
-        "{params.baseline} --device {params.device:q} --threads {threads} > {log:q} 2>&1"
+        "--out {output:q} --sentences {params.sentences:q} "
+        "--throughput-batch {params.batch:q} {params.search:q} "
+        "{params.baseline:q} --device {params.device:q} --threads {threads:q} > {log:q} 2>&1"
 
 
 # The speedup over a table's baseline: both runs timed in one job, sentence by sentence.

@@ -41,7 +41,7 @@ rule pretrain:
         gpu=resource("train", "gpu"),
     shell:
         "python -m nmtbench pretrain --corpus {input.corpus:q} --tokenizer {params.tokenizer:q} "
-        "--out {params.out:q} --settings {params.settings:q} --threads {threads} > {log:q} 2>&1"
+        "--out {params.out:q} --settings {params.settings:q} --threads {threads:q} > {log:q} 2>&1"
 
 
 ruleorder: pretrain > snapshot

@@ -29,9 +29,9 @@ rule train:
         runtime=resource("train", "runtime"),
         gpu=resource("train", "gpu"),
     shell:
-        "{params.launcher} train --run-dir {params.run_dir:q} --config {params.experiment:q} "
+        "{params.launcher:q} train --run-dir {params.run_dir:q} --config {params.experiment:q} "
         "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
         "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
-        "{params.pretrained} {params.inputs} "
-        "--device {params.device:q} --threads {threads} >> {log:q} 2>&1"
+        "{params.pretrained:q} {params.inputs:q} "
+        "--device {params.device:q} --threads {threads:q} >> {log:q} 2>&1"

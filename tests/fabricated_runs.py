@@ -140,7 +140,9 @@ def make_config(seeds: list[int], *, toy: bool = False,
     config.pop("pretraining")  # no run here loads a pre-trained checkpoint
     if toy:
         config["datasets"] = {"toy": {
-            "kind": "toyworld", "world": {"seed": 1}, "vocab_size": {"src": 100, "tgt": 100},
+            "kind": "toyworld", "vocab_size": {"src": 100, "tgt": 100},
+            "world": {"seed": 1, "train_pairs": 100, "valid_pairs": 10, "test_pairs": 10,
+                      "mono_sentences": 100},
             "lowercase": False, "detok_lang": "en",
             "overrides": {"transformer": {"size": "tiny"}}}}
         config["dataset_map"] = {DATASET: "toy"}

@@ -216,6 +216,24 @@ def test_buckets_line_count_mismatch(tmp_path: Path) -> None:
         length_buckets(hyp, ref, tmp_path / "b.json", cutoffs=[8], lowercase=False)
 
 
+def test_buckets_cutoffs_must_increase(tmp_path: Path) -> None:
+    """compare-mt takes [20, 10] and labels a bucket "[20,10)": refuse it."""
+    hyp = write(tmp_path / "hyp.txt", HYPS)
+    ref = write(tmp_path / "ref.txt", BUCKET_REFS)
+    with pytest.raises(InputError, match=r"^bucket cutoffs \[20, 10\]: each must be larger"):
+        length_buckets(hyp, ref, tmp_path / "b.json", cutoffs=[20, 10], lowercase=False)
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_empty_files_are_refused_not_compared(tmp_path: Path) -> None:
+    hyp, base, ref = (write(tmp_path / name, []) for name in ("hyp", "base", "ref"))
+    with pytest.raises(InputError, match=f"^{ref}, {hyp}, {base} are empty: nothing to compare$"):
+        paired_bootstrap(hyp, base, ref, tmp_path / "b.json", samples=10, seed=1,
+                         lowercase=False)
+    with pytest.raises(InputError, match="are empty: nothing to compare$"):
+        length_buckets(hyp, ref, tmp_path / "k.json", cutoffs=[8], lowercase=False)
+
+
 # --- ROUGE -------------------------------------------------------------------------------------
 ROUGE_HYPS = ["the cat sat", "police killed the gunman", "cats are running fast"]
 ROUGE_REFS = ["the cat sat on the mat", "police kill the gunman", "the cat runs"]

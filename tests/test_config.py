@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from nmtbench import config as nmtconfig
+from nmtbench.config import NAME_RULE
 from nmtbench.errors import InputError
 from nmtbench.papers import PAPERS_DIR
 
@@ -121,6 +122,49 @@ def _experiment(c, **settings):
      "config key 'sources.statmt.base_url': 'ftp.example.org' does not match"),
     (lambda c: c["datasets"]["multi30k-de-en"].update(kind="wmt15"),
      "config key 'datasets.multi30k-de-en.kind': 'wmt15' is not one of"),
+    # names become paths and command-line arguments: one safe pattern ($defs.name)
+    (lambda c: c["datasets"].update({"$(touch /tmp/pwned)": c["datasets"]["toy"]}),
+     "config key 'datasets': '$(touch /tmp/pwned)' is not a name (letters, digits, _ and -"),
+    (lambda c: c["datasets"].update({"..": c["datasets"]["toy"]}),
+     "config key 'datasets': '..' is not a name"),
+    (lambda c: c["datasets"].update({"a/b": c["datasets"]["toy"]}),
+     "config key 'datasets': 'a/b' is not a name"),
+    (lambda c: c["dataset_map"].update({"iwslt14-de-en": "$(id)"}),
+     "config key 'dataset_map.iwslt14-de-en': '$(id)' is not a name"),
+    (lambda c: c["datasets"]["toy-reverse"].update({"of": "../toy"}),
+     "config key 'datasets.toy-reverse.of': '../toy' is not a name"),
+    (lambda c: c.setdefault("experiments", {}).update({"x;id": {"method": "transformer"}}),
+     "config key 'experiments': 'x;id' is not a name"),
+    (lambda c: _experiment(c, init_from={"experiment": "a b"}),
+     "config key 'experiments.transformer-tiny.init_from.experiment': 'a b' is not a name"),
+    (lambda c: c["pretraining"].update({"../bert": c["pretraining"]["toy-bert-src"]}),
+     "config key 'pretraining': '../bert' is not a name"),
+    (lambda c: c.update(tables=["../../etc/passwd"]),
+     "config key 'tables.0': '../../etc/passwd' is not a name"),
+    (lambda c: c["sources"].update({"a'b": c["sources"]["fairseq"]}),
+     "config key 'sources': \"a'b\" is not a name"),
+    (lambda c: c["sources"]["fairseq"]["files"].update({"../../x.tgz": {"sha256": None}}),
+     "config key 'sources.fairseq.files': '../../x.tgz' is not a relative path of names"),
+    # numbers: NaN and infinity pass every `minimum` (comparisons with NaN are false)
+    (lambda c: c.update(decode={"lenpen": float("nan")}),
+     "config key 'decode.lenpen': nan is not a finite number"),
+    (lambda c: c["defaults"].update(lr=float("nan")),
+     "config key 'defaults.lr': nan is not a finite number"),
+    (lambda c: _experiment(c, lr=float("inf")),
+     "config key 'experiments.transformer-tiny.lr': inf is not a finite number"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(dropout=float("-inf")),
+     "config key 'datasets.toy.overrides.transformer.dropout'"),
+    (lambda c: c["datasets"]["toy"]["world"].update(p_pp=float("nan")),
+     "config key 'datasets.toy.world.p_pp': nan is not a finite number"),
+    # what the jobs would otherwise take silently, or fail on with a traceback
+    (lambda c: c["datasets"]["toy"].update(detok_lang="english"),
+     "config key 'datasets.toy.detok_lang': unknown detokenizer language 'english'; known: "),
+    (lambda c: c["datasets"]["toy"]["world"].pop("train_pairs"),
+     "config key 'datasets.toy.world.train_pairs' is missing"),
+    (lambda c: c["datasets"]["toy"]["world"].update(noun=3),
+     "config key 'datasets.toy.world': Additional properties are not allowed ('noun' was "
+     "unexpected)"),
+    (lambda c: c["datasets"]["toy"].pop("world"), "config key 'datasets.toy.world' is missing"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)
@@ -182,6 +226,28 @@ def test_snakemake_prints_one_line_for_a_bad_config(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_a_dataset_named_as_a_command_runs_nothing(tmp_path):
+    """A toy world named `$(touch ...)` (its rule's own wildcard constraint lists the toy
+    worlds' names) is refused before any job; no shell ever sees the name."""
+    pwned = tmp_path / "pwned"
+    name = f"$(touch {pwned})"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"tables": ["toyworld.table1"], "dataset_map": {"toy": name},
+                                   "datasets": {name: {"kind": "toyworld", "world": {
+                                       "train_pairs": 5, "valid_pairs": 5, "test_pairs": 5,
+                                       "mono_sentences": 5}, "vocab_size": {"src": 50, "tgt": 50},
+                                       "lowercase": False, "detok_lang": "en"}}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(tmp_path),
+         "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(DEFAULT), str(bad),
+         "--until", "toyworld"], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert lines == [f"config error: config key 'datasets': {name!r} is not a name ({NAME_RULE})"]
+    assert "Traceback" not in result.stderr
+    assert not pwned.exists() and not (tmp_path / "data").exists()
+
+
 # --- load_config ---------------------------------------------------------------------------
 
 def test_load_config_merges_recursively_like_configfile(tmp_path):
@@ -215,8 +281,14 @@ def test_load_config_errors_name_the_file(tmp_path):
         nmtconfig.load_config([missing])
     broken = tmp_path / "broken.yaml"
     broken.write_text("seeds: [1\n")
-    with pytest.raises(InputError, match=f"^{broken}: invalid YAML"):
+    with pytest.raises(InputError) as err:
         nmtconfig.load_config([broken])
+    assert str(err.value) == (f"{broken}: line 2: invalid YAML (expected ',' or ']', but got "
+                              "'<stream end>')")  # one line (PyYAML's own spans five)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"seeds: [1]\n# caf\xe9\n")
+    with pytest.raises(InputError, match=f"^{latin}: not valid UTF-8$"):
+        nmtconfig.load_config([latin])
     listed = tmp_path / "list.yaml"
     listed.write_text("- 1\n- 2\n")
     with pytest.raises(InputError, match=f"^{listed}: a config file must hold a mapping"):
@@ -367,6 +439,18 @@ def test_the_schemas_trainer_settings_are_train_configs_fields():
 
     trainer = yaml.safe_load(SCHEMA.read_text())["$defs"]["trainer"]["properties"]
     assert set(trainer) == {f.name for f in fields(TrainConfig)}
+
+
+def test_the_schemas_toy_world_keys_are_world_config_fields_and_split_sizes():
+    from dataclasses import fields
+
+    from nmtbench.toyworld import WorldConfig
+
+    world = yaml.safe_load(SCHEMA.read_text())["properties"]["datasets"][
+        "additionalProperties"]["properties"]["world"]
+    sizes = {"train_pairs", "valid_pairs", "test_pairs", "mono_sentences"}
+    assert set(world["properties"]) == {f.name for f in fields(WorldConfig)} | sizes
+    assert set(world["required"]) == sizes
 
 
 def test_the_schemas_decode_keys_are_decode_settings_fields():

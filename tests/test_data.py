@@ -51,6 +51,25 @@ def test_long_pairs_are_dropped_and_counted(toy_dir, caplog):
     assert f"dropped {len(full) - expected} of {len(full)}" in caplog.text
 
 
+def test_a_max_positions_that_drops_every_pair_stops_with_one_line(toy_dir):
+    """max_positions 4 leaves no pair: training would 'finish' after 0 steps; it stops."""
+    src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
+    tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
+    with pytest.raises(InputError) as err:
+        ParallelData.load(toy_dir / "valid.src", toy_dir / "valid.tgt", src_tok, tgt_tok,
+                          max_positions=4)
+    assert str(err.value) == (f"{toy_dir / 'valid.src'}: all 40 pairs are longer than "
+                              "max_positions (4 tokens); raise the setting max_positions")
+
+
+def test_empty_parallel_files_stop_with_one_line(toy_dir, tmp_path):
+    src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
+    tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
+    src, tgt = write(tmp_path / "a.src", b""), write(tmp_path / "a.tgt", b"")
+    with pytest.raises(InputError, match=f"^{src}: no sentence pairs$"):
+        ParallelData.load(src, tgt, src_tok, tgt_tok)
+
+
 def test_batches_cover_every_example_once_within_the_token_budget(data):
     batches = data.batches(max_tokens=300, shuffle_seed=1)
     flat = sorted(i for b in batches for i in b)

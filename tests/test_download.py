@@ -279,6 +279,37 @@ def test_connection_refused_is_retried_then_fails(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("url, reason", [
+    ("notaurl", "malformed URL 'notaurl' (expected http://, https:// or file:// and a host)"),
+    ("ht!tp://x/y", "malformed URL 'ht!tp://x/y' (expected"),
+    ("http:///a.tgz", "malformed URL 'http:///a.tgz' (expected"),
+    ("http://[::1/a.tgz", "malformed URL 'http://[::1/a.tgz' (Invalid IPv6 URL)"),
+    ("http://host:99999/a.tgz", "malformed URL 'http://host:99999/a.tgz' (Port out of range"),
+])
+def test_a_malformed_url_fails_at_once_with_one_line(tmp_path, monkeypatch, url, reason):
+    """Not retried (with the default backoff, five retries of a typo wait a minute)."""
+    monkeypatch.setattr(download_module.time, "sleep", lambda s: pytest.fail("retried"))
+    out = tmp_path / "a.tgz"
+    with pytest.raises(InputError) as err:
+        download(url, out, None)
+    assert _one_line(err).startswith(f"{out}: {reason}")
+    assert not out.exists()
+
+
+def test_a_file_url_must_name_a_file_and_out_must_not_be_a_directory(tmp_path):
+    with pytest.raises(InputError) as err:
+        download(f"file://{tmp_path}", tmp_path / "x", None)
+    assert _one_line(err) == f"{tmp_path / 'x'}: file://{tmp_path} is not a file"
+    source = tmp_path / "source.txt"
+    source.write_text("text\n")
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(InputError) as err:
+        download(f"file://{source}", tmp_path / "dir", None)
+    assert _one_line(err) == f"{tmp_path / 'dir'}: is a directory; --out names the file to write"
+    with pytest.raises(InputError, match="the pinned sha256 'abc' is not a hex digest"):
+        download(f"file://{source}", tmp_path / "y", "abc")
+
+
 def test_unpinned_download_accepts_and_returns_checksum(server, tmp_path, caplog):
     """`sha256=None` accepts any content, returns its checksum and logs it for pinning."""
     body = _payload(7_777, seed=3)

@@ -167,6 +167,23 @@ def test_score_files_line_count_mismatch_names_both_files(tmp_path: Path) -> Non
     assert "\n" not in message
 
 
+def test_two_empty_files_are_refused_not_scored(tmp_path: Path) -> None:
+    """sacreBLEU fails on an empty corpus with an IndexError deep inside; say it in a line."""
+    hyp, ref = write(tmp_path / "hyp.txt", []), write(tmp_path / "ref.txt", [])
+    with pytest.raises(InputError, match=f"^{hyp} and {ref} are empty: nothing to score$"):
+        score_files(hyp, ref)
+
+
+def test_every_detokenizer_language_of_the_papers_datasets_is_known() -> None:
+    """config/paper.yaml's languages pass the detok_lang check (a list kept by hand)."""
+    import yaml
+
+    from nmtbench.metric_registry import DETOK_LANGS
+
+    paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    assert {d["detok_lang"] for d in paper["datasets"].values()} <= set(DETOK_LANGS)
+
+
 def test_cli_score_prints_one_json_object(tmp_path: Path) -> None:
     hyp = write(tmp_path / "hyp.txt", HYP_MAIN)
     ref = write(tmp_path / "ref.txt", REF_MAIN)

@@ -127,6 +127,8 @@ def make_config(**changes):
                               "vocab_size": {"src": 100, "tgt": 100},
                               "lowercase": True, "detok_lang": "en"},
             "toy": {"kind": "toyworld", "vocab_size": {"src": 100, "tgt": 100},
+                    "world": {"train_pairs": 100, "valid_pairs": 10, "test_pairs": 10,
+                              "mono_sentences": 100},
                     "lowercase": False, "detok_lang": "en",
                     "overrides": {"transformer": {"size": "tiny"}}},
         },
@@ -187,7 +189,7 @@ def test_decode_settings_make_the_commands_options():
     settings = DecodeSettings(beam=2, lenpen=0.6, lenpen_form="gnmt", average_last=10)
     parser = ArgumentParser()
     decode_settings.add_arguments(parser)
-    parsed = decode_settings.from_arguments(parser.parse_args(settings.arguments().split()))
+    parsed = decode_settings.from_arguments(parser.parse_args(settings.arguments()))
     assert parsed == settings
     assert decode_settings.from_arguments(parser.parse_args([])) == DecodeSettings()
 

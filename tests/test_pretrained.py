@@ -69,6 +69,46 @@ def test_load_model_returns_the_saved_weights(tmp_path):
     assert model_config(str(tmp_path / "bert")).hidden_size == 32
 
 
+def test_pickle_weights_are_never_loaded(tmp_path):
+    """A local BERT directory whose weights are pytorch_model.bin (a pickle: loading one can
+    run code) is refused with one line; only safetensors load."""
+    saved = save_tiny_bert(tmp_path / "bert", mlm=False)
+    (tmp_path / "bert" / "model.safetensors").unlink()
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {ran}",))
+
+    torch.save({"payload": Payload(), **saved.state_dict()},
+               tmp_path / "bert" / "pytorch_model.bin")
+    with pytest.raises(InputError) as err:
+        load_model(str(tmp_path / "bert"))
+    assert str(err.value) == (f"checkpoint '{tmp_path / 'bert'}': no safetensors weights "
+                              "(pytorch_model.bin: pickle weights are never loaded, unpickling "
+                              "can run code; convert them to safetensors)")
+    assert not ran.exists()
+
+
+def test_unreadable_checkpoint_files_are_one_line(tmp_path):
+    save_tiny_bert(tmp_path / "bert", mlm=False)
+    (tmp_path / "bert" / "model.safetensors").write_bytes(b"\x08" + bytes(7) + b"{}")
+    with pytest.raises(InputError, match=f"^checkpoint '{tmp_path / 'bert'}': Error while "
+                       "deserializing header"):
+        load_model(str(tmp_path / "bert"))
+    (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert", ')
+    with pytest.raises(InputError) as err:
+        model_config(str(tmp_path / "bert"))
+    assert str(err.value).startswith(f"checkpoint '{tmp_path / 'bert'}': ")
+    assert "\n" not in str(err.value)
+
+
+def test_snapshot_refuses_what_is_not_a_hub_name(tmp_path):
+    with pytest.raises(InputError, match=r"^checkpoint '\.\./\.\./etc' is not a hub name"):
+        snapshot("../../etc", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_hub_names_resolve_offline_without_weights(tmp_path):
     """Known hub names have their architecture offline; weights need a snapshot on disk."""
     cfg = model_config("bert-base-uncased")

@@ -111,6 +111,10 @@ def test_pretrain_writes_a_loadable_checkpoint(corpus, tmp_path, model, base):
     ({"model": "t5"}, "pre-training model 't5'"),
     ({"model": "bert", "lr_peak": 1.0}, "'lr_peak' is unknown"),
     ({"model": "bert", "heldout_sentences": 300}, "not more than heldout_sentences"),
+    # every sentence dropped: training waited forever for a first batch
+    ({"model": "bert", "max_positions": 2, "heldout_sentences": 20},
+     r"mono\.txt: all 280 sentences are longer than max_positions \(2 tokens\); raise the "
+     r"pre-training setting max_positions$"),
 ])
 def test_bad_pretraining_input_is_an_input_error(corpus, tmp_path, settings, message):
     """Unknown model or setting, or a corpus no longer than the held-out part."""

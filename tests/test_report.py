@@ -178,6 +178,34 @@ def test_a_run_without_its_summary_reports_nothing(tmp_path: Path, papers: Path)
     assert big["BLEU"].startswith("missing") and big["Speedup"].startswith("missing")
 
 
+def test_a_directory_that_is_not_the_results_is_refused(tmp_path: Path, papers: Path) -> None:
+    """A table of "missing" from a wrong --results directory would read as a report: the
+    directory must exist and hold at least one of the run outputs the plan reads."""
+    plan = setup(tmp_path, papers, [1])
+    out = tmp_path / "report" / "tables.md"
+    with pytest.raises(InputError, match=f"^{tmp_path / 'nowhere'}: no such results directory$"):
+        write_report(plan, tmp_path / "nowhere", out, tmp_path)
+    (tmp_path / "other" / "runs").mkdir(parents=True)
+    with pytest.raises(InputError) as err:
+        write_report(plan, tmp_path / "other", out, tmp_path)
+    assert re.fullmatch(rf"{tmp_path / 'other'}: none of the \d+ run outputs the requested "
+                        rf"tables read is there \(e\.g\. {tmp_path / 'other'}/runs/\S+\); is "
+                        r"this the results directory of this config\?", str(err.value))
+    assert not out.exists()
+
+
+def test_a_corrupt_metrics_file_stops_the_report_with_its_name(tmp_path: Path,
+                                                               papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    metrics = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    metrics.write_text(metrics.read_text()[:40])  # a copy cut short
+    with pytest.raises(InputError, match=f"^{metrics}: line \\d+: invalid JSON"):
+        render(plan, tmp_path)
+    metrics.write_text("[1, 2]")
+    with pytest.raises(InputError, match=f"^{metrics}: not a JSON object$"):
+        render(plan, tmp_path)
+
+
 def test_no_mark_from_a_bootstrap_of_other_hypotheses(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1])
     for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):  # decoded again since

@@ -51,7 +51,9 @@ SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(l
 # (nmtbench.report._format), and the pre-training table's "Seconds" column.
 TIMING_CELL = re.compile(r"\d ms\b|\d\.\d\dx\b")
 TIMING_COLUMNS = {"Seconds"}
-TIMING_KEYS = re.compile(r"(^|_)(seconds|ms)$")  # JSON keys: decode/train/pretrain "seconds"
+# JSON keys: decode/train/pretrain "seconds", and "trained": the digest of a train_summary.json,
+# which holds the training's seconds
+TIMING_KEYS = re.compile(r"(^|_)(seconds|ms)$|^trained$")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

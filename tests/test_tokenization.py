@@ -1,8 +1,10 @@
 """WordPiece vocabularies round-trip through the Hugging Face save/load contract."""
 
+import pytest
 from transformers import AutoTokenizer
 
-from nmtbench.tokenization import decode, vocab_of
+from nmtbench.errors import InputError
+from nmtbench.tokenization import decode, train_wordpiece, vocab_of
 
 
 def test_autotokenizer_loads_the_saved_vocabulary(toy_dir):
@@ -41,3 +43,12 @@ def test_training_twice_gives_the_same_vocabulary(toy_dir, tmp_path):
     assert texts[0] == texts[1] == texts[2]
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "a"))
     assert set(tok.all_special_tokens) == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+
+
+def test_an_empty_corpus_trains_no_vocabulary(tmp_path):
+    """The trainer would save a vocabulary of the special tokens alone: refused instead."""
+    empty = tmp_path / "train.src"
+    empty.write_text("")
+    with pytest.raises(InputError, match=f"^{empty}: no text to train a vocabulary on$"):
+        train_wordpiece([empty], tmp_path / "tok", 50)
+    assert not (tmp_path / "tok").exists()

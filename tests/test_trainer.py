@@ -147,7 +147,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_paths, tmp_path):
         return (loss * float("nan") if trainer.step >= 3 else loss), losses
 
     trainer.model.loss = loss_goes_nan
-    with pytest.raises(FloatingPointError, match="loss is nan at step 4"):
+    with pytest.raises(FloatingPointError, match=r"^training diverged at step 4: loss is nan; "
+                       r"the last good checkpoint is .*/last\.pt \(step 2\)$"):
         trainer.run()
     saved = checkpoints.load(tmp_path / "run" / "checkpoints" / "last.pt")
     assert saved["step"] == 2

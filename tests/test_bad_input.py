@@ -1,0 +1,208 @@
+"""Bad input to `python -m nmtbench`: every probe ends with one `error:` line on stderr and a
+non-zero status, never a traceback (issue 17: each command line here once ended otherwise,
+or ran on and gave a wrong result)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from nmtbench import analysis, cli
+from nmtbench.devices import resolve_device
+from nmtbench.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (INFO|WARNING) ")
+
+SUMMARY = {"params": {"total": 10, "trained": 10}, "seconds": 1.0, "steps": 1, "epochs": 1,
+           "device": "cpu", "best_valid_loss": 5.0, "train_pairs": 2}
+CONFIG = {"experiment": {"method": "transformer"}, "paths": {}}
+WORLD = {"train_pairs": 5, "valid_pairs": 5, "test_pairs": 5, "mono_sentences": 5}
+
+
+def error_line(result: subprocess.CompletedProcess, status: int = 2) -> str:
+    """The one line a failed command printed (log lines aside), after checking it is one."""
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not LOG_LINE.match(line)]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0].removeprefix("error: ")
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    """A run directory's JSON records, text files and broken versions of them, by name."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_summary.json").write_text(json.dumps(SUMMARY))
+    (run / "config.json").write_text(json.dumps(CONFIG))
+    (tmp_path / "cut").mkdir()  # a run directory whose config.json a kill cut short
+    (tmp_path / "cut" / "config.json").write_text(json.dumps(CONFIG)[:20])
+    (tmp_path / "truncated.json").write_text(json.dumps(SUMMARY)[:30])
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "text").write_text("a b c\nd e\n")
+    (tmp_path / "latin1").write_bytes(b"ok\ncaf\xe9 au lait\n")
+    (tmp_path / "broken.yaml").write_text("seeds: [1\n")
+    return tmp_path
+
+
+def evaluate(d: Path, **changed: str) -> list[str]:
+    options = {"summary": d / "run/train_summary.json", "run-config": d / "run/config.json",
+               "hyp": d / "text", "ref": d / "text", "out": d / "metrics.json", **changed}
+    return ["evaluate", "--split", "test",
+            *[arg for key, value in options.items() for arg in (f"--{key}", str(value))]]
+
+
+# (command line given the files' directory, the error line it must print)
+PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
+    "score of two empty files": (
+        lambda d: ["score", "--hyp", d / "empty", "--ref", d / "empty"],
+        "{d}/empty and {d}/empty are empty: nothing to score"),
+    "evaluate of two empty files": (
+        lambda d: evaluate(d, hyp=d / "empty", ref=d / "empty"),
+        "{d}/empty and {d}/empty are empty: nothing to score"),
+    "evaluate, a truncated train_summary.json": (
+        lambda d: evaluate(d, summary=d / "truncated.json"),
+        "{d}/truncated.json: line 1: invalid JSON (Unterminated string starting at)"),
+    "evaluate, a missing config.json": (
+        lambda d: evaluate(d, **{"run-config": d / "run/missing.json"}),
+        "{d}/run/missing.json: no such file"),
+    "evaluate, a missing --info file": (
+        lambda d: evaluate(d, info=d / "missing.json"), "{d}/missing.json: no such file"),
+    "evaluate, --info not an object": (
+        lambda d: evaluate(d, info=d / "list.json"), "{d}/list.json: not a JSON object"),
+    "evaluate, a summary without params": (
+        lambda d: evaluate(d, summary=d / "run/config.json"),
+        "{d}/run/config.json: key 'params' is missing"),
+    "evaluate, an unknown --detok-lang": (
+        lambda d: [*evaluate(d), "--detok-lang", "english"],
+        "python -m nmtbench evaluate: argument --detok-lang: invalid choice: 'english' "
+        "(choose from 'as', "),
+    "score, an unknown --detok-lang": (
+        lambda d: ["score", "--hyp", d / "text", "--ref", d / "text", "--detok-lang", "EN"],
+        "python -m nmtbench score: argument --detok-lang: invalid choice: 'EN' (choose from "),
+    "decode, a missing run directory": (
+        lambda d: ["decode", "--run-dir", d / "nowhere", "--src", d / "text", "--out",
+                   d / "hyp"],
+        "{d}/nowhere: no config.json; is this a trained run directory?"),
+    "decode, a truncated config.json": (
+        lambda d: ["decode", "--run-dir", d / "cut", "--src", d / "text", "--out", d / "hyp"],
+        "{d}/cut/config.json: line 1: invalid JSON (Unterminated string starting at)"),
+    "decode, beam 0": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--beam", "0"],
+        "python -m nmtbench decode: argument --beam: 0 is less than 1 (see --help)"),
+    "decode, lenpen nan": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--lenpen", "nan"],
+        "python -m nmtbench decode: argument --lenpen: nan is not a finite number (see --help)"),
+    "a missing required option": (
+        lambda d: ["score", "--hyp", d / "text"],
+        "python -m nmtbench score: the following arguments are required: --ref (see --help)"),
+    "tokenizer, non-UTF-8 training data": (
+        lambda d: ["tokenizer", "--corpus", d / "text", d / "latin1", "--out", d / "tok",
+                   "--vocab-size", "50"],
+        "{d}/latin1:2: not valid UTF-8 (invalid continuation byte at byte 4)"),
+    "train, --config not JSON": (
+        lambda d: ["train", "--run-dir", d / "new", "--config", "{method: transformer}",
+                   *[arg for k in ("train-src", "train-tgt", "valid-src", "valid-tgt",
+                                   "src-tokenizer", "tgt-tokenizer")
+                     for arg in (f"--{k}", d / "text")]],
+        "--config: invalid JSON (Expecting property name enclosed in double quotes: line 1 "
+        "column 2 (char 1))"),
+    "train, --config with NaN": (
+        lambda d: ["train", "--run-dir", d / "new", "--config", '{"lr": NaN}',
+                   *[arg for k in ("train-src", "train-tgt", "valid-src", "valid-tgt",
+                                   "src-tokenizer", "tgt-tokenizer")
+                     for arg in (f"--{k}", d / "text")]],
+        "--config: invalid JSON (NaN is not a finite number)"),
+    "toyworld, --world without sizes": (
+        lambda d: ["toyworld", "--out", d / "toy", "--world", '{"seed": 1}'],
+        "--world: the split sizes train_pairs, valid_pairs, test_pairs, mono_sentences are "
+        "missing"),
+    "toyworld, --world not an object": (
+        lambda d: ["toyworld", "--out", d / "toy", "--world", "[1]"],
+        "--world: expected a JSON object, got list"),
+    "download, a malformed URL": (
+        lambda d: ["download", "--url", "htp:/example.org/a.tgz", "--out", d / "a.tgz"],
+        "{d}/a.tgz: malformed URL 'htp:/example.org/a.tgz' (expected http://, https:// or "
+        "file:// and a host)"),
+    "download, a directory as --out": (
+        lambda d: ["download", "--url", f"file://{d}/text", "--out", d / "run"],
+        "{d}/run: is a directory; --out names the file to write"),
+    "download, a directory as file:// URL": (
+        lambda d: ["download", "--url", f"file://{d}/run", "--out", d / "a.tgz"],
+        "{d}/a.tgz: file://{d}/run is not a file"),
+    "report, a results directory that does not exist": (
+        lambda d: ["report", "--root", ROOT, "--results", d / "nowhere", "--out", d / "t.md",
+                   "--configfile", ROOT / "config" / "smoke.yaml"],
+        "{d}/nowhere: no such results directory"),
+    "report, --config not an object": (
+        lambda d: ["report", "--root", ROOT, "--results", d, "--config", "[]"],
+        "--config: expected a JSON object, got list"),
+    "params, a broken --configfile": (
+        lambda d: ["params", "transformer-base", "--dataset", "toy", "--root", ROOT,
+                   "--configfile", d / "broken.yaml"],
+        "{d}/broken.yaml: line 2: invalid YAML (expected ',' or ']', but got '<stream end>')"),
+    "snapshot, not a hub name": (
+        lambda d: ["snapshot", "../../etc", "--out", d / "snap"],
+        "checkpoint '../../etc' is not a hub name (NAME or ORGANISATION/NAME)"),
+    "bootstrap of empty files": (
+        lambda d: ["bootstrap", "--hyp", d / "empty", "--baseline", d / "empty", "--ref",
+                   d / "empty", "--out", d / "b.json"],
+        "{d}/empty, {d}/empty, {d}/empty are empty: nothing to compare"),
+    "buckets, cutoffs that do not increase": (
+        lambda d: ["buckets", "--hyp", d / "text", "--ref", d / "text", "--out", d / "b.json",
+                   "--cutoffs", "20", "10"],
+        "bucket cutoffs [20, 10]: each must be larger than the one before (compare-mt labels "
+        "and fills the buckets in that order)"),
+}
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_bad_input_is_one_line(files: Path, probe: str) -> None:
+    command, expected = PROBES[probe]
+    result = subprocess.run([sys.executable, "-m", "nmtbench", *map(str, command(files))],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert error_line(result).startswith(expected.format(d=files))
+
+
+def test_a_full_disk_is_one_line_naming_what_was_written(tmp_path, monkeypatch, capsys):
+    """ENOSPC from a write() names no file: the line says the disk is full and names the
+    command's output; an OSError with a file names that file."""
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "text").write_text("a b\n")
+    monkeypatch.setattr(analysis, "write_json", full)
+    args = ["buckets", "--hyp", str(tmp_path / "text"), "--ref", str(tmp_path / "text"),
+            "--out", str(tmp_path / "b.json"), "--cutoffs", "5"]
+    assert cli.main(args) == 1
+    assert capsys.readouterr().err == (f"error: No space left on device (the disk is full), "
+                                       f"writing {tmp_path / 'b.json'}\n")
+
+    def denied(path, data):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(analysis, "write_json", denied)
+    assert cli.main(args) == 1
+    assert capsys.readouterr().err == f"error: {tmp_path / 'b.json'}: Permission denied\n"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("gpu", "unknown device 'gpu': use auto, cpu, cuda or cuda:N"),
+    ("cuda:x", "unknown device 'cuda:x': use auto, cpu, cuda or cuda:N"),
+    ("meta", "unknown device 'meta': use auto, cpu, cuda or cuda:N"),
+])
+def test_an_unknown_device_is_an_input_error(name: str, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        resolve_device(name)
+    assert str(err.value) == message
