@@ -38,14 +38,6 @@ def source_url(source: dict[str, Any], file: str) -> str:
     return f"{source['base_url'].rstrip('/')}/{source['files'][file].get('path', file)}"
 
 
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(BLOCK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def download(url: str, out: str | Path, sha256: str | None, *, md5: str | None = None,
              retries: int = 5, backoff: float = 2.0, timeout: float = 60.0) -> str:
     """Fetch `url` to `out` and return its SHA-256. The content must match every checksum

@@ -33,10 +33,10 @@ from sacremoses import MosesDetokenizer
 from sentence_splitter import SentenceSplitter
 
 from nmtbench.corpora import Part, read_part
-from nmtbench.download import sha256_of
 from nmtbench.errors import InputError
 from nmtbench.fileio import write_json, write_lines
 from nmtbench.parallel import ordered_map
+from nmtbench.provenance import file_digest
 from nmtbench.recipes import DOWNLOADS_DIR, process_side, recipe_for
 
 log = logging.getLogger(__name__)
@@ -151,10 +151,10 @@ def prepare_monolingual(name: str, spec: dict[str, Any], corpus: str, downloads:
     input_file = f"{source.part.source}/{source.part.file}"
     manifest = {
         "dataset": name, "corpus": corpus, "lang": source.lang, "member": source.part.member,
-        "inputs": {input_file: sha256_of(Path(downloads) / input_file)},
+        "inputs": {input_file: file_digest(Path(downloads) / input_file)},
         "max_sentences": max_sentences, "paragraphs": read, "sentences": len(kept),
         "length_filter": {k: clean[k] for k in ("min_len", "max_len")} if clean else None,
-        "dropped": dict(dropped), "sha256": sha256_of(out),
+        "dropped": dict(dropped), "sha256": file_digest(out),
     }
     write_json(manifest_path(out), manifest)
     log.info("%s: %d sentences from %d paragraphs written to %s (dropped: %s)", corpus,

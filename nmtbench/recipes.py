@@ -29,9 +29,9 @@ from typing import Any
 
 from nmtbench import preprocess
 from nmtbench.corpora import Part, read_parallel_parts
-from nmtbench.download import sha256_of
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
+from nmtbench.provenance import file_digest
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,7 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
     files = {f"{p.source}/{p.file}" for p in recipe.parts()}  # an archive feeds several parts
     manifest = {
         "dataset": name, "kind": spec["kind"], "src_lang": src_lang, "tgt_lang": tgt_lang,
-        "inputs": {f: sha256_of(Path(downloads) / f) for f in sorted(files)},
+        "inputs": {f: file_digest(Path(downloads) / f) for f in sorted(files)},
         "splits": {}, "filters": counts, "carved": carved,
     }
     with atomic_directory(out) as tmp:

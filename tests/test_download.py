@@ -19,8 +19,9 @@ from types import SimpleNamespace
 import pytest
 
 from nmtbench import download as download_module
-from nmtbench.download import download, sha256_of, source_url
+from nmtbench.download import download, source_url
 from nmtbench.errors import InputError
+from nmtbench.provenance import file_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,7 +145,7 @@ def test_good_download_writes_exact_bytes_and_returns_checksum(server, tmp_path)
     got = download(url, out, _sha(body), retries=0, backoff=0, timeout=10)
     assert got == _sha(body)
     assert out.read_bytes() == body
-    assert sha256_of(out) == _sha(body)
+    assert file_digest(out) == _sha(body)
     assert _leftovers(out.parent, out) == []
     assert server.hits["/data.bin"] == 1
 
@@ -388,7 +389,7 @@ def test_killed_download_leaves_no_file_and_rerun_completes(server, tmp_path):
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == body
-    assert sha256_of(out) == _sha(body)
+    assert file_digest(out) == _sha(body)
     assert server.hits["/big.tgz"] == 2
 
 
@@ -425,7 +426,7 @@ def test_sha256_of_matches_hashlib(tmp_path):
     data = _payload(download_module.BLOCK + 1, seed=5)
     path = tmp_path / "f.bin"
     path.write_bytes(data)
-    assert sha256_of(path) == _sha(data)
+    assert file_digest(path) == _sha(data)
     (tmp_path / "empty").write_bytes(b"")
-    assert sha256_of(tmp_path / "empty") == (
+    assert file_digest(tmp_path / "empty") == (
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
