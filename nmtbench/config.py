@@ -17,7 +17,7 @@ import jsonschema
 import yaml
 
 from nmtbench.checkpoint_names import checkpoint_dir
-from nmtbench.errors import InputError, schema_key
+from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.method_registry import method_infos
 from nmtbench.metric_registry import DETOK_LANGS
 from nmtbench.papers import PAPERS_DIR, load_catalogue
@@ -316,11 +316,8 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
             raise InputError(f"{path}: cannot read ({err.strerror})") from None
         except UnicodeDecodeError:
             raise InputError(f"{path}: not valid UTF-8") from None
-        except yaml.YAMLError as err:  # as papers.load_paper says it: one line
-            mark = getattr(err, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark else ""
-            raise InputError(f"{path}: {where}invalid YAML ({getattr(err, 'problem', err)})"
-                             ) from None
+        except yaml.YAMLError as err:
+            raise invalid_yaml(path, err) from None
         if not isinstance(data, dict):
             raise InputError(f"{path}: a config file must hold a mapping")
         _merge(config, data)

@@ -10,6 +10,13 @@ def schema_key(error) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
 
 
+def invalid_yaml(path, err) -> InputError:
+    """A yaml.YAMLError as one line naming the file and, where PyYAML knows it, the line."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}: " if mark else ""
+    return InputError(f"{path}: {where}invalid YAML ({getattr(err, 'problem', err)})")
+
+
 def one_line(err: Exception) -> str:
     """A library's error message on one line (Hugging Face's often run over several)."""
     return " ".join(str(err).split())

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nmtbench.errors import InputError, schema_key
+from nmtbench.errors import InputError, invalid_yaml, schema_key
 
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 SCHEMA = "schema.yaml"
@@ -90,9 +90,7 @@ def load_paper(path: Path, validator: jsonschema.Draft202012Validator) -> dict[s
     except UnicodeDecodeError:
         raise InputError(f"{path}: not valid UTF-8") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        raise InputError(f"{path}: {where}invalid YAML ({getattr(err, 'problem', err)})") from None
+        raise invalid_yaml(path, err) from None
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         raise _schema_error(path, error)
