@@ -22,6 +22,7 @@ METHODS: dict[str, str] = {
     "bert-frozen": "methods.bert_encoder:BertFrozen",
     "cmlm": "methods.cmlm:CMLM",
     "abnet": "methods.abnet:ABNet",
+    "bert-fused": "methods.bert_fused:BertFused",
 }
 
 

@@ -157,15 +157,14 @@ class TargetBert(nn.Module):
                                           memory_dim, dropout, attention_dropout)
             for i in layers})
 
-    def forward(self, tokens: torch.Tensor, memory: torch.Tensor,
-                src_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
         """tokens (B, T) -> logits (B, T, V) over the BERT's vocabulary."""
         h = self.mlm.bert.embeddings(input_ids=tokens)
         mask = (tokens != self.pad)[:, None, None, :]
         for i, layer in enumerate(self.mlm.bert.encoder.layer):
             h = layer(h, mask)
             if str(i) in self.adapters:
-                h = self.adapters[str(i)](h, memory, src_mask)
+                h = self.adapters[str(i)](h, encoded.memory, encoded.mask)
         return self.mlm.cls(h)
 
 

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods.transformer import (
+    Encoded,
     SizedSettings,
     TransformerDecoder,
     TransformerEncoder,
@@ -65,7 +66,7 @@ def sample_masks(content: torch.Tensor) -> torch.Tensor:
 class ConditionalMaskedLM(Model):
     """The CMLM objective and the `Parallel` hooks (mask-predict) over an encoder whose
     output carries a LENGTH state (`Encoded.length`, scored against `encoder.embed_lengths`)
-    and a decoder `decoder(tokens, memory, src_mask) -> logits` that sees every position."""
+    and a decoder `decoder(tokens, encoded) -> logits` that sees every position."""
 
     decoding = "mask_predict"
 
@@ -91,10 +92,11 @@ class ConditionalMaskedLM(Model):
         tokens = target_sequence(batch, v.bos)  # (B, T)
         content = (tokens != v.pad) & (tokens != v.bos) & (tokens != v.eos)
         masked = sample_masks(content)  # (B, T)
-        memory, src_mask, length = self.encoder(batch.src)
+        encoded = self.encoder(batch.src)
         lengths = content.sum(dim=1).clamp(max=self.max_length)  # (B,)
-        length_nll = F.cross_entropy(self._length_logits(length), lengths, reduction="sum")
-        logits = self.decoder(tokens.masked_fill(masked, v.mask), memory, src_mask)
+        length_nll = F.cross_entropy(self._length_logits(encoded.length), lengths,
+                                     reduction="sum")
+        logits = self.decoder(tokens.masked_fill(masked, v.mask), encoded)
         lprobs = F.log_softmax(logits[masked].float(), dim=-1)  # (M, V)
         loss_sum, nll_sum = label_smoothed_nll(lprobs, tokens[masked],
                                                self.settings.label_smoothing, v.pad)
@@ -103,13 +105,18 @@ class ConditionalMaskedLM(Model):
                       {"nll": nll_sum.item() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        memory, src_mask, length = self.encoder(src)
-        return {"memory": memory, "src_mask": src_mask[:, 0, 0, :],
-                "length_lprobs": F.log_softmax(self._length_logits(length), dim=-1)}
+        encoded = self.encoder(src)
+        context = {f"context.{k}": v for k, v in (encoded.context or {}).items()}
+        return {"memory": encoded.memory, "src_mask": encoded.mask[:, 0, 0, :], **context,
+                "length_lprobs": F.log_softmax(self._length_logits(encoded.length), dim=-1)}
 
     def predict(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
         """Log-probs (B, T, V) at every position of tokens (B, T) ([MASK] where unknown)."""
-        logits = self.decoder(tokens, state["memory"], state["src_mask"][:, None, None, :])
+        context = {k.removeprefix("context."): v for k, v in state.items()
+                   if k.startswith("context.")}
+        encoded = Encoded(state["memory"], state["src_mask"][:, None, None, :], None,
+                          context or None)
+        logits = self.decoder(tokens, encoded)
         return F.log_softmax(logits.float(), dim=-1)
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:

@@ -146,6 +146,17 @@ class FeedForward(nn.Module):
         return self.fc2(self.drop(F.relu(self.fc1(x))))
 
 
+class Encoded(NamedTuple):
+    """An encoder's output: what the decoder attends to, a LENGTH token's final state, and
+    other states a decoder may attend to beside the memory (`context`, by name: BERT-fused's
+    BERT output and its mask), batch dimension first."""
+
+    memory: torch.Tensor  # (B, S, D)
+    mask: torch.Tensor  # (B, 1, 1, S) True at real source tokens
+    length: torch.Tensor | None = None  # (B, D) when the encoder predicts target lengths
+    context: dict[str, torch.Tensor] | None = None
+
+
 class Block(nn.Module):
     """Residual plumbing shared by both layer types: post-norm LN(x + f(x)) or pre-norm
     x + f(LN(x)); `_in` gives f its input, `_out` closes the residual."""
@@ -190,11 +201,24 @@ class DecoderLayer(Block):
         self.ffn = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
 
-    def forward(self, x: torch.Tensor, cross_k: torch.Tensor, cross_v: torch.Tensor,
-                src_mask: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
+    def memory_state(self, encoded: Encoded) -> dict[str, torch.Tensor]:
+        """What the cross-attention sub-layer reads of the encoder's output, computed once
+        per source (and kept for incremental decoding), batch dimension first: here the
+        memory's keys and values (B, H, S, Dh). A layer attending to more than the memory
+        (BERT-fused) extends it and `attend_memory`."""
+        k, v = self.cross_attn.kv(encoded.memory)
+        return {"k": k, "v": v}
+
+    def attend_memory(self, h: torch.Tensor, memory: dict[str, torch.Tensor],
+                      src_mask: torch.Tensor) -> torch.Tensor:
+        """The cross-attention sub-layer's output for h (B, T, D), after dropout."""
+        return self.drop(self.cross_attn(h, memory["k"], memory["v"], mask=src_mask))
+
+    def forward(self, x: torch.Tensor, memory: dict[str, torch.Tensor], src_mask: torch.Tensor,
+                cache: tuple[torch.Tensor, torch.Tensor] | None = None,
                 tgt_mask: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x (B, T, D); cross_k/v (B, H, S, Dh) from the encoder output; src_mask (B, 1, 1, S).
+        """x (B, T, D); memory: `memory_state` of the encoder output; src_mask (B, 1, 1, S).
 
         Without `cache` this is the full (training) pass: causal self-attention over x. With
         `cache` = (k, v) (B, H, t, Dh) of the t earlier positions, x holds the next position(s)
@@ -210,12 +234,9 @@ class DecoderLayer(Block):
         x = self._out(self.self_attn_norm,
                       x + self.drop(self.self_attn(h, k, v, mask=tgt_mask, causal=causal)))
         h = self._in(self.cross_attn_norm, x)
-        x = self._out(self.cross_attn_norm,
-                      x + self.drop(self.cross_attn(h, cross_k, cross_v, mask=src_mask)))
+        x = self._out(self.cross_attn_norm, x + self.attend_memory(h, memory, src_mask))
         h = self._in(self.ffn_norm, x)
         return self._out(self.ffn_norm, x + self.drop(self.ffn(h))), (k, v)  # (B, T, D)
-
-
 
 
 def fairseq_init(*modules: nn.Module) -> None:
@@ -267,14 +288,6 @@ class Embedder(nn.Module):
         return self.drop(self.scale * embed(ids) + self.positions[start:end])
 
 
-class Encoded(NamedTuple):
-    """An encoder's output: what the decoder attends to, and a LENGTH token's final state."""
-
-    memory: torch.Tensor  # (B, S, D)
-    mask: torch.Tensor  # (B, 1, 1, S) True at real source tokens
-    length: torch.Tensor | None = None  # (B, D) when the encoder predicts target lengths
-
-
 class TransformerEncoder(nn.Module):
     """Embeddings and a stack of encoder layers (then a LayerNorm when pre-norm).
 
@@ -283,30 +296,42 @@ class TransformerEncoder(nn.Module):
     of the embedded source, unscaled and without a position; its final state predicts the
     target length and is left out of the memory."""
 
-    def __init__(self, cfg: TransformerConfig, embed: nn.Embedding):
+    def __init__(self, cfg: TransformerConfig, embed: nn.Embedding,
+                 layers: list[EncoderLayer] | None = None):
+        """`layers`: the stack, when a method builds its own (EncoderLayer subclasses)."""
         super().__init__()
         self.embed = embed
         self.embedder = Embedder(cfg)
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.layers = nn.ModuleList(layers if layers is not None else
+                                    (EncoderLayer(cfg) for _ in range(cfg.encoder_layers)))
         # pre-norm stacks end un-normalised, so fairseq adds a final LayerNorm to each
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.embed_lengths: nn.Embedding | None = None
 
-    def forward(self, src: torch.Tensor) -> Encoded:
+    def embed_source(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) -> the embedded source (B, S, D), after the LENGTH token when there is
+        one (B, 1 + S, D), and its attention mask (B, 1, 1, S or 1 + S)."""
         keep = src != self.embed.padding_idx  # (B, S)
         x = self.embedder(self.embed, src)  # (B, S, D)
-        if self.embed_lengths is not None:
-            length = self.embed_lengths.weight[:1].expand(src.size(0), 1, -1)  # (B, 1, D)
-            x = torch.cat([length, x], dim=1)
-            mask = torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1)[:, None, None, :]
-        else:
-            mask = keep[:, None, None, :]
-        for layer in self.layers:
-            x = layer(x, mask)
+        if self.embed_lengths is None:
+            return x, keep[:, None, None, :]
+        length = self.embed_lengths.weight[:1].expand(src.size(0), 1, -1)  # (B, 1, D)
+        keep = torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1)
+        return torch.cat([length, x], dim=1), keep[:, None, None, :]
+
+    def finish(self, x: torch.Tensor, mask: torch.Tensor,
+               context: dict[str, torch.Tensor] | None = None) -> Encoded:
+        """The last layer's states and mask (as `embed_source` made them) -> the output."""
         x = self.norm(x)
         if self.embed_lengths is None:
-            return Encoded(x, mask)
-        return Encoded(x[:, 1:], keep[:, None, None, :], x[:, 0])
+            return Encoded(x, mask, None, context)
+        return Encoded(x[:, 1:], mask[..., 1:], x[:, 0], context)
+
+    def forward(self, src: torch.Tensor) -> Encoded:
+        x, mask = self.embed_source(src)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.finish(x, mask)
 
 
 class TransformerDecoder(nn.Module):
@@ -316,43 +341,45 @@ class TransformerDecoder(nn.Module):
 
     Incremental state (`start`, `step`): a flat dict of tensors whose first dim is the batch:
       "src_mask" (B, S) True at real source tokens;
-      "cross_k{i}", "cross_v{i}" (B, H, S, Dh) layer i's projected memory;
+      "memory{i}.<name>": layer i's `memory_state` of the encoder output (its keys and
+      values "memory{i}.k", "memory{i}.v" (B, H, S, Dh));
       "self_k{i}", "self_v{i}" (B, H, t, Dh) layer i's self-attention cache of the t fed
       tokens, whose length t is also the position of the next token.
     """
 
     def __init__(self, cfg: TransformerConfig, embed: nn.Embedding, causal: bool = True,
-                 memory_dim: int | None = None):
+                 memory_dim: int | None = None, layers: list[DecoderLayer] | None = None):
         """`memory_dim`: the memory's width when it differs from d_model (a BERT encoder);
-        cross-attention projects it (fairseq's kdim/vdim)."""
+        cross-attention projects it (fairseq's kdim/vdim). `layers`: the stack, when a method
+        builds its own (DecoderLayer subclasses)."""
         super().__init__()
         self.embed = embed
         self.causal = causal
         self.embedder = Embedder(cfg)
         self.max_positions = cfg.max_positions
-        self.layers = nn.ModuleList(DecoderLayer(cfg, memory_dim)
-                                    for _ in range(cfg.decoder_layers))
+        self.layers = nn.ModuleList(layers if layers is not None else
+                                    (DecoderLayer(cfg, memory_dim)
+                                     for _ in range(cfg.decoder_layers)))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self.norm(x), self.embed.weight)  # (B, T, V)
 
-    def forward(self, tokens: torch.Tensor, memory: torch.Tensor,
-                src_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
         """tokens (B, T) -> logits (B, T, V), every position at once (teacher forcing)."""
         tgt_mask = None if self.causal else (tokens != self.embed.padding_idx)[:, None, None, :]
         x = self.embedder(self.embed, tokens)
         for layer in self.layers:
-            x, _ = layer(x, *layer.cross_attn.kv(memory), src_mask, tgt_mask=tgt_mask)
+            x, _ = layer(x, layer.memory_state(encoded), encoded.mask, tgt_mask=tgt_mask)
         return self._logits(x)
 
-    def start(self, memory: torch.Tensor, src_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        state = {"src_mask": src_mask[:, 0, 0, :]}  # (B, S)
+    def start(self, encoded: Encoded) -> dict[str, torch.Tensor]:
+        state = {"src_mask": encoded.mask[:, 0, 0, :]}  # (B, S)
         for i, layer in enumerate(self.layers):
-            k, v = layer.cross_attn.kv(memory)  # (B, H, S, Dh)
-            state[f"cross_k{i}"], state[f"cross_v{i}"] = k, v
+            memory = layer.memory_state(encoded)
+            state.update({f"memory{i}.{name}": value for name, value in memory.items()})
             # empty caches (B, H, 0, Dh) in the projections' dtype (bf16 under autocast)
-            state[f"self_k{i}"], state[f"self_v{i}"] = k[:, :, :0], v[:, :, :0]
+            state[f"self_k{i}"], state[f"self_v{i}"] = memory["k"][:, :, :0], memory["v"][:, :, :0]
         return state
 
     def step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
@@ -361,9 +388,10 @@ class TransformerDecoder(nn.Module):
         src_mask = state["src_mask"][:, None, None, :]  # (B, 1, 1, S)
         x = self.embedder(self.embed, tokens[:, None], start=pos)  # (B, 1, D)
         for i, layer in enumerate(self.layers):
+            prefix = f"memory{i}."
+            memory = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
             cache = (state[f"self_k{i}"], state[f"self_v{i}"])
-            x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(
-                x, state[f"cross_k{i}"], state[f"cross_v{i}"], src_mask, cache)
+            x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(x, memory, src_mask, cache)
         return self._logits(x)[:, 0]
 
 
@@ -376,7 +404,7 @@ class EncoderDecoder(Model):
     """An encoder and an autoregressive decoder trained with label-smoothed cross-entropy:
     the model of every autoregressive method (the `Autoregressive` hooks, for beam search).
 
-    `encoder(src) -> Encoded`; `decoder(tokens, memory, src_mask) -> logits` with
+    `encoder(src) -> Encoded`; `decoder(tokens, encoded) -> logits` with
     `decoder.start` / `decoder.step` for incremental decoding (`TransformerDecoder`)."""
 
     decoding = "beam"
@@ -392,8 +420,7 @@ class EncoderDecoder(Model):
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """src (B, S), tgt_in (B, T) -> logits (B, T, V) (teacher forcing)."""
-        memory, src_mask, _ = self.encoder(src)
-        return self.decoder(tgt_in, memory, src_mask)
+        return self.decoder(tgt_in, self.encoder(src))
 
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
         logits = self(batch.src, batch.tgt_in)  # (B, T, V)
@@ -405,8 +432,7 @@ class EncoderDecoder(Model):
         return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.item() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        memory, src_mask, _ = self.encoder(src)
-        return self.decoder.start(memory, src_mask)
+        return self.decoder.start(self.encoder(src))
 
     def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
         return F.log_softmax(self.decoder.step(tokens, state).float(), dim=-1)  # (B, V)

@@ -41,8 +41,9 @@ NOT_IMPLEMENTED = "not implemented"
 NOT_TRAINING = {"description", "decode"}
 # Settings the papers use that no code serves yet: an experiment using one is not implemented.
 # (`back_translation: true`: trained with a published back-translated corpus, e.g. Caswell et
-# al.'s 24M WMT14 pairs; back-translating in the DAG is `bt_sentences`.)
-SETTINGS_NOT_BUILT = {"back_translation"}
+# al.'s 24M WMT14 pairs; back-translating in the DAG is `bt_sentences`. `features_from`:
+# BERT-fused with another run's Transformer encoder in BERT's place.)
+SETTINGS_NOT_BUILT = {"back_translation", "features_from"}
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def _experiment(c, **settings):
      "config key 'dataset_map.wmt14-en-de': unknown dataset 'wmt14'"),
     (lambda c: c["datasets"]["toy"]["overrides"].update({"bert-magic": {"size": "tiny"}}),
      "config key 'datasets.toy.overrides.bert-magic': neither a method (abnet, bert-frozen, "
-     "bert-init, cmlm, transformer) nor an experiment with one"),
+     "bert-fused, bert-init, cmlm, transformer) nor an experiment with one"),
     (lambda c: c["datasets"]["toy"].update({"seq_kd": "abnet-mask-predict"}),
      "config key 'datasets.toy.seq_kd': 'abnet-mask-predict' is not an implemented "
      "autoregressive experiment"),
@@ -399,9 +399,9 @@ def test_init_from_trains_the_parent_first_and_passes_its_checkpoint(cfg):
     ({"experiment": "no-such"},
      "config key 'experiments.warm.init_from.experiment': 'no-such' is not an implemented "
      "experiment"),
-    ({"experiment": "bertfused-iwslt"},  # a paper's, not implemented
-     "config key 'experiments.warm.init_from.experiment': 'bertfused-iwslt' is not an "
-     "implemented experiment"),
+    ({"experiment": "bertfused-xlm-init-encoder"},  # a paper's, quoted from other work
+     "config key 'experiments.warm.init_from.experiment': 'bertfused-xlm-init-encoder' is "
+     "not an implemented experiment"),
     ({"experiment": "transformer-tiny", "checkpoint": "first"},
      "config key 'experiments.warm.init_from.checkpoint': 'first' is not one of"),
     ({"checkpoint": "best"}, "config key 'experiments.warm.init_from': 'experiment' is a "

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
          "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}
 TINY_BERTS = {"src_bert": "tiny-src-bert", "tgt_bert": "tiny-tgt-bert"}  # names in configs
+FUSED = {"src_bert": TINY_BERTS["src_bert"], "drop_net": 0.0}
 
 # method -> variant -> its experiment config (on top of SMALL). Add your method's variants
 # here: every model its settings can build (AT/NAT, with and without each pre-trained side,
@@ -81,6 +82,18 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
         "not-frozen": {"decoding": "nat", "adapter_dim": 16, "freeze_bert": False,
                        "encoder_adapter_layers": "top-1", "decoder_adapter_layers": [0],
                        **TINY_BERTS},
+    },
+    # drop-net off: over a few steps it may leave a branch without a gradient on purpose
+    # (tests/test_bert_fused.py checks it)
+    "bert-fused": {
+        "at": {**FUSED},
+        "nat": {**FUSED, "decoding": "nat"},
+        "tune-bert": {**FUSED, "freeze_bert": False},
+        "decoder-only": {**FUSED, "bert_enc_attention": False},
+        "encoder-only-nat": {**FUSED, "decoding": "nat", "bert_dec_attention": False},
+        "add": {**FUSED, "bert_fusion": "add"},
+        "add-nat": {**FUSED, "decoding": "nat", "bert_fusion": "add"},
+        "random-features": {**FUSED, "bert_features": "random"},
     },
 }
 

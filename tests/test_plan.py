@@ -471,8 +471,10 @@ def test_default_config_plans_exactly_these_runs():
         "toy/bert-init",
         # bertfused2020.table1's frozen BERT output as the NMT encoder's input embeddings
         "toy/bertfused-bert-embeddings",
-        # nothing else: BERT-fused, CTNMT, BERT-KD, deep fusion... are not implemented, and
-        # the papers' quoted rows are external
+        # abnet2020.table1's BERT-fused NAT, warm-started from the Mask-Predict run
+        "toy/abnet-bert-fused-nat",
+        # nothing else: CTNMT, BERT-KD, deep fusion... are not implemented, and the papers'
+        # quoted rows are external
     }
     assert plan.sharing("toy", "bert-init") == [
         "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init",
