@@ -24,6 +24,7 @@ from nmtbench.papers import PAPERS_DIR, load_catalogue
 from nmtbench.plan import Plan, generated
 from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.recipes import check_sources
+from nmtbench.schema import Validator
 from nmtbench.train_config import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
@@ -41,7 +42,7 @@ def name_pattern(schema_path: str | Path) -> str:
 
 def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
     """Check the config against the JSON schema; the first error becomes a one-line message."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
         if bad := _non_finite(config):
@@ -194,6 +195,13 @@ def check(config: dict[str, Any], schema_path: str | Path,
             PretrainConfig.from_dict(pretrain_settings(spec))
         except InputError as err:
             raise InputError(f"{where}': {err}") from None
+    for dataset, spec in config["datasets"].items():
+        for side, name in spec.get("checkpoints", {}).items():
+            try:
+                checkpoint_dir(name, config.get("pretraining"))
+            except InputError as err:
+                raise InputError(f"config key 'datasets.{dataset}.checkpoints.{side}': "
+                                 f"{err}") from None
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
     for dataset, run in plan.runs():
         plan.back_translation(dataset, run)  # configured where a run asks for it
@@ -299,7 +307,7 @@ def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -
     """Settings the config schema does not reach (papers' decoding, dataset overrides)
     against its definitions; `where` is the message's prefix up to the key."""
     error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(values))
+        Validator(schema).iter_errors(values))
     if error is not None:
         key = "" if not error.absolute_path else f".{schema_key(error)}"
         raise InputError(f"{where}{key}': {_message(error, schema)}")

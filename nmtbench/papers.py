@@ -15,6 +15,7 @@ import jsonschema
 import yaml
 
 from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.schema import Validator
 
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 SCHEMA = "schema.yaml"
@@ -84,7 +85,7 @@ def _schema_error(path: Path, error: jsonschema.ValidationError) -> InputError:
     return InputError(f"{path}: key '{schema_key(error)}': {error.message}")
 
 
-def load_paper(path: Path, validator: jsonschema.Draft202012Validator) -> dict[str, Any]:
+def load_paper(path: Path, validator: Validator) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -150,7 +151,7 @@ def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
     if not schema_path.is_file():
         raise InputError(f"{schema_path}: missing (the schema of the paper files)")
     schema = yaml.safe_load(schema_path.read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = Validator(schema)
     catalogue = Catalogue(methods=set(schema.get("$defs", {}).get("method", {}).get("enum", [])))
     for path in sorted(papers_dir.glob("*.yaml")):
         if path.name == SCHEMA:

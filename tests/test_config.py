@@ -165,6 +165,36 @@ def _experiment(c, **settings):
      "config key 'datasets.toy.world': Additional properties are not allowed ('noun' was "
      "unexpected)"),
     (lambda c: c["datasets"]["toy"].pop("world"), "config key 'datasets.toy.world' is missing"),
+    # a pattern's `$` matches before a final line break in Python: names must end there
+    (lambda c: c["datasets"].update({"toy\n": c["datasets"].pop("toy")}),
+     "config key 'datasets': 'toy\\n' is not a name"),
+    (lambda c: c.update(experiments={"transformer-tiny\n": {"method": "transformer"}}),
+     "config key 'experiments': 'transformer-tiny\\n' is not a name"),
+    (lambda c: c.update(tables=["abnet2020.table1\n"]),
+     "config key 'tables.0': 'abnet2020.table1\\n' is not a name"),
+    (lambda c: c.update(device="cpu\n"), "config key 'device': 'cpu\\n' does not match"),
+    # checkpoints that no job could load
+    (lambda c: c["datasets"]["toy"].update(checkpoints={"src": "../../../tmp/x"}),
+     "config key 'datasets.toy.checkpoints.src': checkpoint directory '../../../tmp/x' does "
+     "not exist"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-init"].update(src_bert="/etc"),
+     "run toy/bert-init, src_bert: checkpoint directory '/etc' holds no config.json"),
+    # finite numbers the trainer cannot use: lr 0 all along, Adam's overflow or refusal,
+    # torch's seed range
+    (lambda c: c["defaults"].update(warmup_updates=0),
+     "config key 'defaults.warmup_updates': 0 is less than the minimum of 1"),
+    (lambda c: c["defaults"].update(lr=1e300),
+     "config key 'defaults.lr': 1e+300 is greater than the maximum of 10"),
+    (lambda c: c["defaults"].update(warmup_init_lr=1e300),
+     "config key 'defaults.warmup_init_lr': 1e+300 is greater than the maximum of 10"),
+    (lambda c: c["defaults"].update(adam_betas=[1.5, 0.98]),
+     "config key 'defaults.adam_betas.0': 1.5 is greater than or equal to the maximum of 1"),
+    (lambda c: c.update(seeds=[2 ** 64]),
+     "config key 'seeds.0': 18446744073709551616 is greater than the maximum of 4294967295"),
+    (lambda c: c["pretraining"]["toy-bert-src"].update(layers="x"),
+     "config key 'pretraining.toy-bert-src.layers': 'x' is not of type 'integer'"),
+    (lambda c: c["pretraining"]["toy-bert-src"].update(max_updates=-3),
+     "config key 'pretraining.toy-bert-src.max_updates': -3 is less than the minimum of 1"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)
@@ -467,3 +497,13 @@ def test_the_papers_metrics_are_the_registrys():
 
     papers = yaml.safe_load((PAPERS_DIR / "schema.yaml").read_text())
     assert papers["$defs"]["metric"]["enum"] == list(METRICS)
+
+
+def test_the_schema_types_every_pre_training_setting():
+    from dataclasses import fields
+
+    from nmtbench.pretrain_config import PretrainConfig
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    typed = set(schema["properties"]["pretraining"]["additionalProperties"]["properties"])
+    assert typed == {f.name for f in fields(PretrainConfig)} | {"dataset", "side"}
