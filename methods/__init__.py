@@ -23,6 +23,7 @@ METHODS: dict[str, str] = {
     "cmlm": "methods.cmlm:CMLM",
     "abnet": "methods.abnet:ABNet",
     "bert-fused": "methods.bert_fused:BertFused",
+    "ctnmt": "methods.ctnmt:CTNMT",
 }
 
 

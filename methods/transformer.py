@@ -423,7 +423,11 @@ class EncoderDecoder(Model):
         return self.decoder(tgt_in, self.encoder(src))
 
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
-        logits = self(batch.src, batch.tgt_in)  # (B, T, V)
+        return self.token_losses(self(batch.src, batch.tgt_in), batch)
+
+    def token_losses(self, logits: torch.Tensor, batch: Batch) -> Losses:
+        """Label-smoothed cross-entropy of teacher-forced logits (B, T, V) against the batch's
+        targets: the term "tokens" (a method adding terms of its own starts from it)."""
         lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
         target = batch.tgt_out.flatten()  # (B*T,)
         loss_sum, nll_sum = label_smoothed_nll(lprobs, target, self.settings.label_smoothing,

@@ -95,6 +95,15 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
         "add-nat": {**FUSED, "decoding": "nat", "bert_fusion": "add"},
         "random-features": {**FUSED, "bert_features": "random"},
     },
+    "ctnmt": {
+        "all": {"src_bert": TINY_BERTS["src_bert"], "distillation": True,
+                "dynamic_switch": True, "rate_scheduling": True},
+        "rate-scheduling": {"src_bert": TINY_BERTS["src_bert"], "rate_scheduling": True},
+        "dynamic-switch": {"src_bert": TINY_BERTS["src_bert"], "dynamic_switch": True},
+        "distillation": {"src_bert": TINY_BERTS["src_bert"], "distillation": True},
+        "distilled-bert-encoder": {"src_bert": TINY_BERTS["src_bert"], "distillation": True,
+                                   "rate_scheduling": True},
+    },
 }
 
 CASE_IDS = [(name, variant) for name in methods.METHODS for variant in CASES.get(name, {})]

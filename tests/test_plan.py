@@ -473,8 +473,13 @@ def test_default_config_plans_exactly_these_runs():
         "toy/bertfused-bert-embeddings",
         # abnet2020.table1's BERT-fused NAT, warm-started from the Mask-Predict run
         "toy/abnet-bert-fused-nat",
-        # nothing else: CTNMT, BERT-KD, deep fusion... are not implemented, and the papers'
-        # quoted rows are external
+        # ctnmt2020.table1's three strategies alone and together
+        "toy/ctnmt-rate-scheduling",
+        "toy/ctnmt-dynamic-switch",
+        "toy/ctnmt-distill",
+        "toy/ctnmt-all",
+        # nothing else: BERT-KD, deep fusion... are not implemented, and the papers' quoted
+        # rows are external
     }
     assert plan.sharing("toy", "bert-init") == [
         "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init",

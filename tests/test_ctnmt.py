@@ -1,0 +1,138 @@
+"""CTNMT (`methods/ctnmt.py`) beyond the method contract: the dynamic switch's gate, the
+slanted-triangular rate of the BERT's parameter group (and the trainer applying it), and
+asymptotic distillation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
+
+from methods import get_method
+from methods.ctnmt import slanted_triangle
+from nmtbench.errors import InputError
+from nmtbench.method import Batch, Progress
+
+SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
+         "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("ctnmt") / "bert"
+    save_tiny_bert(path, seed=5)
+    return str(path)
+
+
+def ctnmt(bert: str, **settings) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return get_method("ctnmt").build({**SMALL, "src_bert": bert, **settings}, BERT_VOCAB,
+                                     BERT_VOCAB, pretrained={"src_bert": bert})
+
+
+def batch() -> Batch:
+    v = BERT_VOCAB
+    src = torch.tensor([[v.bos, 10, 11, 12, v.eos], [v.bos, 20, v.eos, v.pad, v.pad]])
+    tgt_in = torch.tensor([[v.bos, 30, 31, 32], [v.bos, 40, v.pad, v.pad]])
+    tgt_out = torch.tensor([[30, 31, 32, v.eos], [40, v.eos, v.pad, v.pad]])
+    return Batch(src, tgt_in, tgt_out, torch.arange(2))
+
+
+def test_the_gate_lies_in_zero_one(bert):
+    model = ctnmt(bert, dynamic_switch=True).eval()
+    with torch.no_grad():
+        h_lm, h_nmt = torch.randn(2, 3, SMALL["d_model"]), torch.randn(2, 3, SMALL["d_model"])
+        g = model.encoder.gate(h_lm, h_nmt)
+    assert g.shape == h_lm.shape
+    assert 0 < float(g.min()) and float(g.max()) < 1
+    assert float(g.std()) > 0  # elementwise, not one number
+
+
+def test_a_closed_gate_is_the_plain_nmt_encoder(bert):
+    """g = 0: the encoder's output is the Transformer encoder's, whatever the BERT says."""
+    model = ctnmt(bert, dynamic_switch=True).eval()
+    encoder = model.encoder
+    with torch.no_grad():
+        encoder.gate_lm.weight.zero_()
+        encoder.gate_nmt.weight.zero_()
+        encoder.gate_nmt.bias.fill_(-1e4)
+        src = batch().src
+        out = encoder(src)
+        plain = encoder.nmt(src[:, 1:])
+    torch.testing.assert_close(out.memory, plain.memory, rtol=0, atol=0)
+    # and an open one (g = 1) is the BERT's, mapped to d_model
+    with torch.no_grad():
+        encoder.gate_nmt.bias.fill_(1e4)
+        keep = src != BERT_VOCAB.pad
+        h_lm = encoder.bert(input_ids=src, attention_mask=keep.long()).last_hidden_state
+        torch.testing.assert_close(encoder(src).memory, encoder.lm_proj(h_lm[:, 1:]))
+
+
+def test_the_rate_multiplier_rises_from_zero_peaks_at_one_and_returns_to_zero():
+    def at(step: int) -> float:
+        return slanted_triangle(Progress(step, 1000), peak=0.1, end=0.5)
+
+    assert at(0) == 0.0
+    assert at(50) == pytest.approx(0.5)
+    assert at(100) == pytest.approx(1.0)
+    assert at(300) == pytest.approx(0.5)
+    assert at(500) == 0.0 and at(800) == 0.0 and at(1000) == 0.0
+    rising = [at(s) for s in range(0, 101, 10)]
+    falling = [at(s) for s in range(100, 501, 50)]
+    assert rising == sorted(rising) and falling == sorted(falling, reverse=True)
+
+
+def test_the_bert_has_its_own_group_on_that_schedule(bert):
+    model = ctnmt(bert, rate_scheduling=True, dynamic_switch=True, rate_peak=0.2,
+                  rate_end=0.6)
+    groups = {g.name: g for g in model.param_groups()}
+    assert set(groups) == {"bert", "nmt"}
+    assert {id(p) for p in groups["bert"].params} == {
+        id(p) for p in model.encoder.bert.parameters()}
+    assert groups["bert"].lr_scale(Progress(20, 100)) == pytest.approx(1.0)
+    assert groups["bert"].lr_scale(Progress(60, 100)) == 0.0
+    assert groups["nmt"].lr_scale(Progress(60, 100)) == 1.0
+    # without rate scheduling the fine-tuned BERT learns at the usual rate
+    plain = {g.name: g for g in ctnmt(bert, dynamic_switch=True).param_groups()}
+    assert plain["bert"].lr_scale(Progress(60, 100)) == 1.0
+
+
+def test_distillation_is_zero_when_the_student_states_are_the_teachers(bert):
+    """BERT as the encoder (rate scheduling) starts as the frozen teacher: in eval mode (no
+    dropout) their states agree, and the distillation term is 0; training moves them apart."""
+    model = ctnmt(bert, rate_scheduling=True, distillation=True).eval()
+    with torch.no_grad():
+        losses = model.losses(batch())
+    assert float(losses.terms["distill"]) == 0.0
+    assert float(losses.terms["tokens"]) > 0
+    with torch.no_grad():
+        weight = model.encoder.bert.encoder.layer[-1].output.dense.weight
+        weight.add_(0.1 * torch.randn_like(weight))
+        assert float(model.losses(batch()).terms["distill"]) > 1e-6
+
+
+def test_distillation_weights_the_terms_with_alpha(bert):
+    model = ctnmt(bert, distillation=True, distill_alpha=0.3).eval()
+    with torch.no_grad():
+        total, losses = model.loss(batch())
+    expected = (0.3 * losses.terms["tokens"] + 0.7 * losses.terms["distill"]) / losses.ntokens
+    torch.testing.assert_close(total, expected)
+    assert model.encoder.bert is None  # distillation alone: nothing of the BERT translates
+    assert model.teacher is not None and not any(p.requires_grad
+                                                 for p in model.teacher.parameters())
+
+
+def test_the_teacher_stays_in_eval_mode(bert):
+    model = ctnmt(bert, distillation=True, dynamic_switch=True).train()
+    assert not model.teacher.training
+    assert model.encoder.bert.training
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({}, "ctnmt with distillation, dynamic_switch and rate_scheduling all off"),
+    ({"distillation": True, "distill_side": "decoder"}, "ctnmt distills BERT into the encoder"),
+    ({"rate_scheduling": True, "rate_peak": 0.6, "rate_end": 0.5}, "need 0 < rate_peak"),
+])
+def test_bad_settings_are_one_line(bert, settings, message):
+    with pytest.raises(InputError, match=message):
+        ctnmt(bert, **settings)
