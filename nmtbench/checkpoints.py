@@ -5,7 +5,8 @@ Beside each checkpoint `X.pt`, `X.pt.sha256` records its digest (`sha256sum` for
 -c` checks it by hand), and every load verifies it, so flipped bytes never load as another
 model. While a new file is renamed into place the record lists the old file's digest and the new
 one's, so a kill between the rename and the final record leaves a checkpoint that verifies. A
-checkpoint without a record was written by an older version: it loads, with a warning. Weights
+checkpoint without a record was written by an older version: it loads, with a warning (one that a
+version writing records saved has lost its record: it is refused). Weights
 with nan or inf are neither saved nor loaded.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,10 @@ log = logging.getLogger(__name__)
 EPOCH_FILE = re.compile(r"epoch(\d+)\.pt$")
 CHECKSUM_SUFFIX = ".sha256"
 CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  \S.*")
+# State keys that only versions writing checksum records save (the trainer's running loss
+# level came with them; its input digests, one version earlier, without): a checkpoint
+# holding one but no record lost its record, it is not an older version's
+WRITTEN_WITH_CHECKSUM = {"loss_ema"}
 
 
 def checksum_path(path: str | Path) -> Path:
@@ -74,6 +80,10 @@ def load(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{path}: {bad} holds non-finite values (the weights of a diverged "
                          "training)")
     if recorded is None:
+        if WRITTEN_WITH_CHECKSUM & state.keys():  # a version that writes the record wrote it
+            raise InputError(f"{path}: its checksum file {checksum_path(path).name} is "
+                             "missing (deleted: the version that wrote this checkpoint writes "
+                             "one beside it), so it cannot be verified; train the run again")
         log.warning("%s: no checksum (an older version wrote it); loaded unverified", path)
     return state
 
@@ -128,14 +138,24 @@ def epoch_checkpoints(directory: str | Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def average(paths: list[Path]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of the models in several checkpoints (fairseq's average_checkpoints)."""
+def average(paths: list[Path],
+            check: Callable[[Path, dict[str, Any]], None] | None = None
+            ) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the models in several checkpoints (fairseq's average_checkpoints).
+    `check(path, state)` vets each loaded checkpoint (raising InputError) before it is used."""
     if not paths:
         raise InputError("no checkpoints to average")
-    first = load(paths[0])["model"]
+
+    def model_of(path: Path) -> dict[str, torch.Tensor]:
+        state = load(path)
+        if check is not None:
+            check(path, state)
+        return state["model"]
+
+    first = model_of(paths[0])
     sums = {name: t.double() for name, t in first.items() if t.is_floating_point()}
     for path in paths[1:]:
-        model = load(path)["model"]
+        model = model_of(path)
         if model.keys() != first.keys():
             raise InputError(f"{path}: parameters differ from {paths[0]}; cannot average")
         for name in sums:

@@ -11,6 +11,7 @@ import argparse
 import errno
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -31,12 +32,18 @@ class _Parser(argparse.ArgumentParser):
 
 def json_object(text: str, option: str) -> dict[str, Any]:
     """An option's JSON object, or one line saying what is wrong with it. NaN and Infinity,
-    which Python's json accepts, are refused: no setting may be one."""
+    which Python's json accepts, are refused, and so is a number too large for a float
+    (1e999, which it reads as infinity): no setting may be one."""
     def not_a_number(constant: str) -> None:
         raise ValueError(f"{constant} is not a finite number")
 
+    def finite(number: str) -> float:
+        if not math.isfinite(value := float(number)):
+            not_a_number(number)
+        return value
+
     try:
-        value = json.loads(text, parse_constant=not_a_number)
+        value = json.loads(text, parse_constant=not_a_number, parse_float=finite)
     except ValueError as err:  # json.JSONDecodeError is one
         raise InputError(f"{option}: invalid JSON ({err})") from None
     if not isinstance(value, dict):
@@ -56,18 +63,19 @@ def _threads(n: int | None) -> None:
 
 
 def cmd_toyworld(args: argparse.Namespace) -> None:
+    from nmtbench.config import check_world
     from nmtbench.toyworld import WorldConfig, generate
 
     world = json_object(args.world, "--world") if args.world else {}
     names = ("train_pairs", "valid_pairs", "test_pairs", "mono_sentences")
     if missing := [k for k in names if k not in world]:
         raise InputError(f"--world: the split sizes {', '.join(missing)} are missing")
+    check_world(world, "--world")
     sizes = {k: world.pop(k) for k in names}
     try:
-        cfg = WorldConfig(**world)
-    except TypeError as err:
+        counts = generate(args.out, WorldConfig.from_dict(world), **sizes)
+    except InputError as err:  # a setting or size of the world, named by its key
         raise InputError(f"--world: {err}") from None
-    counts = generate(args.out, cfg, **sizes)
     logging.info("toy world written to %s: %s", args.out, counts)
 
 
@@ -85,9 +93,18 @@ def cmd_train(args: argparse.Namespace) -> None:
         "train_src", "train_tgt", "valid_src", "valid_tgt", "src_tokenizer", "tgt_tokenizer")}
     paths["pretrained"] = _named(args.pretrained, "--pretrained", "ROLE=DIRECTORY")
     paths["inputs"] = _named(args.input, "--input", "NAME=PATH")
-    summary = Trainer(args.run_dir, json_object(args.config, "--config"), paths,
-                      device=args.device).run()
+    summary = Trainer(args.run_dir, train_settings(args.config), paths, device=args.device).run()
     logging.info("training finished: %s", summary)
+
+
+def train_settings(text: str) -> dict[str, Any]:
+    """`train --config`: a run's resolved settings, checked against config/schema.yaml as
+    the workflow checks an experiment's; else one line naming --config and the key."""
+    from nmtbench.config import check_run_settings
+
+    cfg = json_object(text, "--config")
+    check_run_settings(cfg, "--config")
+    return cfg
 
 
 def _named(items: list[str], option: str, form: str) -> dict[str, str]:

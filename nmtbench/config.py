@@ -18,7 +18,7 @@ import yaml
 
 from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError, invalid_yaml, schema_key
-from nmtbench.method_registry import method_infos
+from nmtbench.method_registry import MethodInfo, method_infos
 from nmtbench.metric_registry import DETOK_LANGS
 from nmtbench.papers import PAPERS_DIR, load_catalogue
 from nmtbench.plan import Plan, generated
@@ -28,6 +28,7 @@ from nmtbench.schema import Validator
 from nmtbench.train_config import TrainConfig
 
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
+SCHEMA = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
              "or digit: it becomes part of file paths and commands")
@@ -131,19 +132,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
         known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | info.keys
         where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
                  else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
-        for key in experiment:
-            if key not in known:
-                raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
-                                 f"method {method!r}")
-        decoding = experiment.get("decoding", info.decodings[0])
-        if decoding not in info.decodings:
-            raise InputError(f"{where}.decoding': method {method!r} decodes with "
-                             f"{' or '.join(info.decodings)}, not {decoding!r}")
-        _check_against(info.schema, {k: v for k, v in experiment.items()
-                                     if k not in SETTINGS_OUTSIDE_TRAINER}, where)
-        if bad := _non_finite(experiment):  # a paper's own settings: the config's are checked
-            raise InputError(f"{where}.{bad[0]}': {bad[1]} is not a finite number")
-        _check_against(decode_schema, experiment.get("decode", {}), f"{where}.decode")
+        _check_settings(experiment, info, decode_schema, where)
         if "init_from" in experiment:
             warm_starts.append((name, where))
         for key in config["defaults"]:
@@ -301,6 +290,49 @@ def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) ->
 def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:
     """A `pretraining` entry's PretrainConfig fields (without where its corpus comes from)."""
     return {k: v for k, v in spec.items() if k not in ("dataset", "side")}
+
+
+def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: dict[str, Any],
+                    where: str) -> None:
+    """An experiment's settings: each key the trainer's, the method's or the workflow's, and
+    every value as the schema says; `where` is the messages' prefix up to the key."""
+    known = {f.name for f in fields(TrainConfig)} | SETTINGS_OUTSIDE_TRAINER | info.keys
+    for key in settings:
+        if key not in known:
+            raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
+                             f"method {info.name!r}")
+    decoding = settings.get("decoding", info.decodings[0])
+    if decoding not in info.decodings:
+        raise InputError(f"{where}.decoding': method {info.name!r} decodes with "
+                         f"{' or '.join(info.decodings)}, not {decoding!r}")
+    _check_against(info.schema, {k: v for k, v in settings.items()
+                                 if k not in SETTINGS_OUTSIDE_TRAINER}, where)
+    if bad := _non_finite(settings):  # a paper's own settings: the config's are checked
+        raise InputError(f"{where}.{bad[0]}': {bad[1]} is not a finite number")
+    _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
+
+
+def check_run_settings(settings: dict[str, Any], where: str,
+                       schema_path: str | Path = SCHEMA) -> None:
+    """A run's resolved settings as `train` receives them, checked as the workflow checks an
+    experiment's (a config given to `train` by hand meets the same schema)."""
+    definitions = yaml.safe_load(Path(schema_path).read_text())["$defs"]
+    implemented = method_infos(definitions)
+    if "method" not in settings:
+        raise InputError(f"{where}: key 'method' is missing")
+    method = settings["method"]
+    if method not in implemented:
+        raise InputError(f"{where}: key 'method': unknown method {method!r}; known: "
+                         f"{', '.join(sorted(implemented))}")
+    _check_settings(settings, implemented[method], definitions["decode"], f"{where}: key 'run")
+
+
+def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCHEMA) -> None:
+    """A toy world's settings and split sizes as `toyworld` receives them, checked against
+    the schema's datasets.*.world as the workflow checks a config's."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    spec = schema["properties"]["datasets"]["additionalProperties"]["properties"]["world"]
+    _check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
 
 
 def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -> None:

@@ -10,7 +10,7 @@ input, and a copied results directory keeps its meaning.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +48,38 @@ def path_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def input_digests(paths: Mapping[str, Any]) -> dict[str, str]:
-    """{name: digest} of every path a run reads; nested mappings (pre-trained checkpoints, run
+def input_paths(paths: Mapping[str, Any]) -> dict[str, Any]:
+    """{name: path} of every path a run reads; nested mappings (pre-trained checkpoints, run
     inputs) give dotted names such as `pretrained.src_bert`."""
-    digests = {}
+    flat = {}
     for name, value in paths.items():
         if isinstance(value, Mapping):
-            digests |= {f"{name}.{k}": v for k, v in input_digests(value).items()}
+            flat |= {f"{name}.{k}": v for k, v in input_paths(value).items()}
         else:
-            digests[name] = path_digest(value)
-    return digests
+            flat[name] = value
+    return flat
+
+
+def input_digests(paths: Mapping[str, Any]) -> dict[str, str]:
+    """{name: digest} of every path a run reads (names as `input_paths` gives them)."""
+    return {name: path_digest(path) for name, path in input_paths(paths).items()}
+
+
+def changed_inputs(recorded: Mapping[str, str], paths: Mapping[str, Any], *,
+                   missing_ok: bool = False,
+                   digest: Callable[[Path], str] = path_digest) -> list[tuple[str, Path]]:
+    """(name, path) of each of a run's inputs (`paths`, as the run was given them) whose
+    content is no longer what `recorded` (its `inputs` digests) says. With `missing_ok`, an
+    input that is not there is left out (a copied results directory without the data cannot
+    tell); otherwise it cannot be read, an InputError."""
+    stale = []
+    for name, path in input_paths(paths).items():
+        path = Path(path)
+        if missing_ok and not path.exists():
+            continue
+        if recorded.get(name) != digest(path):
+            stale.append((name, path))
+    return stale
 
 
 def changed(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:

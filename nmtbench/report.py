@@ -6,7 +6,8 @@ paper's own, the paper's number and the difference. On the toy world our numbers
 and the paper's are listed separately, because they were measured on other data. Cells whose
 method is not implemented, or that the paper quotes from other work, say so instead of
 vanishing; a run that has not finished shows as "missing", and so does a number made from an
-earlier training of its run (listed at the end, `nmtbench.provenance`). Every row links its
+earlier training of its run, by a training whose inputs changed since, or from hypotheses
+decoded again since (listed at the end, `nmtbench.provenance`). Every row links its
 run directories, and a provenance block says which code, config, hardware and libraries
 produced the numbers.
 """
@@ -77,11 +78,13 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     if plan.pretrained_targets():
         lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
     if results.stale:
-        log.warning("left out %d result files made from an earlier training (listed in %s)",
+        log.warning("left out %d result files no longer made from what is there (listed in %s)",
                     len(results.stale), out)
         lines += ["", "## Left out: made from an earlier training", "",
                   "These files were made from a training that is no longer in its run "
-                  "directory (retrained, refused or removed since); their cells show "
+                  "directory (retrained, refused or removed since), by a training whose inputs "
+                  "(data, tokenizers, pre-trained checkpoints) have changed since, or from "
+                  "hypotheses decoded again since; their cells show "
                   f"{MISSING} until the workflow makes them again:", "",
                   *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
     lines += ["", "## Provenance", "",

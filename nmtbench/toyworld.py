@@ -19,9 +19,12 @@ expresses), so 100 BLEU is attainable. Both sides are rendered from one meaning 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from nmtbench.errors import InputError
 from nmtbench.fileio import write_lines
 
 # Source suffixes (one syllable each, so WordPiece can find them): number x case on nouns and
@@ -72,6 +75,26 @@ class WorldConfig:
     p_adverb: float = 0.2
     p_osv: float = 0.3
     depth_decay: float = 0.82
+
+    def __post_init__(self) -> None:
+        # types and ranges: config/schema.yaml's datasets.*.world (nmtbench.config.check_world)
+        if self.min_target_tokens > self.max_target_tokens:
+            raise InputError(f"key 'min_target_tokens': {self.min_target_tokens} is more than "
+                             f"max_target_tokens ({self.max_target_tokens})")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> WorldConfig:
+        """The world of these settings, checked: an unknown key, a value of the wrong type or
+        out of range is an InputError naming the key."""
+        known = [f.name for f in fields(cls)]
+        if unknown := sorted(set(values) - set(known)):
+            raise InputError(f"unknown key {unknown[0]!r}; known: {', '.join(known)}")
+        return cls(**values)
+
+
+# Draws in a row that may fail (a sentence of the wrong length, or one already drawn) before
+# the world is taken to be unable to make what was asked (instead of drawing for ever)
+MAX_FAILED_DRAWS = 10_000
 
 
 @dataclass
@@ -271,11 +294,18 @@ class ToyWorld:
     # --- sentences ---------------------------------------------------------------------------
     def sample(self, rng: random.Random) -> tuple[str, str]:
         """One (source, target) sentence pair within the configured target-length range."""
-        while True:
-            clause = self._clause(rng, 0)
-            tgt = self._tgt_clause(clause) + ["."]
-            if self.cfg.min_target_tokens <= len(tgt) <= self.cfg.max_target_tokens:
+        cfg = self.cfg
+        for _ in range(MAX_FAILED_DRAWS):
+            try:
+                clause = self._clause(rng, 0)
+                tgt = self._tgt_clause(clause) + ["."]
+            except RecursionError:  # a tree hundreds of levels deep: far too long anyway
+                continue
+            if cfg.min_target_tokens <= len(tgt) <= cfg.max_target_tokens:
                 return " ".join(self._src_clause(clause) + ["."]), " ".join(tgt)
+        raise InputError(f"keys 'min_target_tokens', 'max_target_tokens': no sentence of "
+                         f"{cfg.min_target_tokens} to {cfg.max_target_tokens} target tokens in "
+                         f"{MAX_FAILED_DRAWS} draws")
 
 
 SPLITS = ("train", "valid", "test", "mono")
@@ -288,6 +318,7 @@ def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pair
     Each split draws from its own seeded stream, so changing one size leaves the others intact;
     pairs seen in an earlier split are redrawn so that valid and test never overlap training data.
     Monolingual corpora are independent samples on each side (not translations of each other).
+    More pairs than the world can make is an InputError naming the key.
     """
     world = ToyWorld(cfg)
     out = Path(out_dir)
@@ -296,10 +327,18 @@ def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pair
     for split, n in (("train", train_pairs), ("valid", valid_pairs), ("test", test_pairs)):
         rng = random.Random(f"{split}-{cfg.seed}")
         src_lines, tgt_lines = [], []
+        repeats = 0  # draws in a row that gave a sentence already drawn
         while len(src_lines) < n:
             src, tgt = world.sample(rng)
             if src in seen:
+                repeats += 1
+                if repeats == MAX_FAILED_DRAWS:
+                    raise InputError(f"key '{split}_pairs': the world makes too few distinct "
+                                     f"sentences for {n} {split} pairs ({len(seen)} distinct "
+                                     "ones drawn so far); give it more words or ask for "
+                                     "fewer pairs")
                 continue
+            repeats = 0
             seen.add(src)
             src_lines.append(src)
             tgt_lines.append(tgt)

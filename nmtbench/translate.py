@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -21,13 +23,18 @@ from nmtbench.method import Model
 from nmtbench.records import read_record
 from nmtbench.tokenization import decode, encode_sources, load_tokenizer, vocab_of
 
+log = logging.getLogger(__name__)
+
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
                    device: str = "auto") -> tuple[Model, Any, Any, dict[str, Any]]:
     """Rebuild a run's model and tokenizers and load its weights.
 
     `average_last` > 0 averages the last k per-epoch checkpoints (fairseq's
-    average_checkpoints.py); otherwise `checkpoint` names the file (best or last).
+    average_checkpoints.py); otherwise `checkpoint` names the file (best or last). What is
+    loaded must be what the run was trained with: the tokenizers and pre-trained checkpoints
+    as config.json's digests record them, and checkpoints this run saved (their own config
+    and input digests are config.json's); else one line naming the file.
     """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.json"
@@ -35,8 +42,16 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
         raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
     run = read_record(config_path, ("experiment", "paths"))
     cfg, paths = run["experiment"], run["paths"]
+    recorded = run.get("inputs")
+    if recorded is not None and not isinstance(recorded, dict):
+        raise InputError(f"{config_path}: key 'inputs' must be an object of digests")
     src_tok = load_tokenizer(paths["src_tokenizer"])
     tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+    _check_decode_inputs(run_dir, config_path, paths, recorded)
+
+    def check(path: Path, state: dict[str, Any]) -> None:
+        _check_own_checkpoint(run_dir, path, state, cfg, recorded)
+
     # frozen pre-trained weights are not in the run's checkpoints: they load from their own
     model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
                                             paths.get("pretrained", {}))
@@ -45,14 +60,67 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
         if len(found) < average_last:
             raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
                              f"but only {len(found)} epoch checkpoints exist")
-        weights = checkpoints.average(found[-average_last:])
+        weights = checkpoints.average(found[-average_last:], check=check)
         where = f"{run_dir}: the last {average_last} epoch checkpoints"
     else:
-        where = str(run_dir / "checkpoints" / f"{checkpoint}.pt")
-        weights = checkpoints.load(where)["model"]
-    model.load_checkpoint_state(weights, where)
+        path = run_dir / "checkpoints" / f"{checkpoint}.pt"
+        state = checkpoints.load(path)
+        check(path, state)
+        weights, where = state["model"], str(path)
+    try:
+        model.load_checkpoint_state(weights, where)
+    except RuntimeError as err:  # torch's "size mismatch for ...": other vocabularies, sizes
+        detail = str(err).strip().splitlines()[-1].strip()
+        raise InputError(f"{where}: does not fit the model of {config_path} ({detail})") \
+            from None
     model.to(resolve_device(device)).eval()
     return model, src_tok, tgt_tok, cfg
+
+
+# What decoding a run reads besides its own checkpoints (`paths` keys): its vocabularies and
+# the frozen pre-trained weights its checkpoints leave out
+DECODE_INPUTS = ("src_tokenizer", "tgt_tokenizer", "pretrained")
+
+
+def _check_decode_inputs(run_dir: Path, config_path: Path, paths: dict[str, Any],
+                         recorded: dict[str, str] | None) -> None:
+    """The tokenizers and pre-trained checkpoints are still those the run was trained with
+    (a retrained vocabulary of the same size would decode into other words, silently)."""
+    if recorded is None:
+        log.warning("%s records no input digests (an older version wrote it): decoding without "
+                    "checking its tokenizers", config_path)
+        return
+    read = {key: paths[key] for key in DECODE_INPUTS if key in paths}
+    for _, path in provenance.changed_inputs(recorded, read)[:1]:
+        raise InputError(f"{path}: changed since {run_dir} was trained; retrain the run")
+
+
+def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
+                          cfg: dict[str, Any], recorded: dict[str, str] | None) -> None:
+    """A checkpoint records the config and input digests of the training that saved it: they
+    must be this run's (a checkpoint copied from another run would decode as this one). The
+    settings that only say when to stop may differ (a run resumed with more epochs keeps its
+    earlier best.pt)."""
+    from nmtbench.trainer import _resumable  # the trainer imports this module
+
+    if "config" not in state:
+        log.warning("%s records no config (an older version wrote it): loaded without checking "
+                    "it belongs to %s", path, run_dir)
+        return
+    try:
+        saved = json.loads(state["config"])
+    except (TypeError, ValueError):
+        saved = None
+    if not isinstance(saved, dict) or _resumable(saved) != _resumable(cfg):
+        raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained with another "
+                         "config than its config.json records); retrain the run")
+    if "inputs" not in state or recorded is None:
+        log.warning("%s: no input digests to compare (an older version wrote it or its "
+                    "config.json)", path)
+    elif stale := provenance.changed(state["inputs"], recorded):
+        raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained on other "
+                         f"inputs than its config.json records: {', '.join(stale)}); retrain "
+                         "the run")
 
 
 def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], *,

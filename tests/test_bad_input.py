@@ -124,6 +124,63 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
                                    "src-tokenizer", "tgt-tokenizer")
                      for arg in (f"--{k}", d / "text")]],
         "--config: invalid JSON (NaN is not a finite number)"),
+    **{f"train, --config {config}": (
+        lambda d, config=config: ["train", "--run-dir", d / "new", "--config", config,
+                                  *[arg for k in ("train-src", "train-tgt", "valid-src",
+                                                  "valid-tgt", "src-tokenizer", "tgt-tokenizer")
+                                    for arg in (f"--{k}", d / "text")]],
+        expected) for config, expected in (
+        ('{"method": "transformer", "lr": "0.003"}',
+         "--config: key 'run.lr': '0.003' is not of type 'number'"),
+        ('{"method": "transformer", "lr": -0.1}',
+         "--config: key 'run.lr': -0.1 is less than or equal to the minimum of 0"),
+        ('{"method": "transformer", "lr": 1e300}',
+         "--config: key 'run.lr': 1e+300 is greater than the maximum of 10"),
+        ('{"method": "transformer", "warmup_init_lr": 1e300}',
+         "--config: key 'run.warmup_init_lr': 1e+300 is greater than the maximum of 10"),
+        ('{"method": "transformer", "lr": 1e999}',
+         "--config: invalid JSON (1e999 is not a finite number)"),
+        ('{"method": "transformer", "warmup_updates": 0}',
+         "--config: key 'run.warmup_updates': 0 is less than the minimum of 1"),
+        ('{"method": "transformer", "adam_betas": [0.9, 1.0]}',
+         "--config: key 'run.adam_betas.1': 1.0 is greater than or equal to the maximum of 1"),
+        ('{"method": "transformer", "seed": 99999999999999999999}',
+         "--config: key 'run.seed': 99999999999999999999 is greater than the maximum of "
+         "4294967295"),
+        ('{"method": "transformer", "max_epochs": 2.5}',
+         "--config: key 'run.max_epochs': 2.5 is not of type 'integer'"),
+        ('{"method": "transformer", "lrr": 3}',
+         "--config: key 'run.lrr' is not a setting of the trainer or of method 'transformer'"),
+        ('{"method": "cmlm", "src_bert": "x"}',
+         "--config: key 'run.src_bert' is not a setting of the trainer or of method 'cmlm'"),
+        ('{"lr": 0.1}', "--config: key 'method' is missing"),
+        ('{"method": "transformers"}', "--config: key 'method': unknown method 'transformers'"),
+    )},
+    **{f"toyworld, --world {world}": (
+        lambda d, world=world: ["toyworld", "--out", d / "toy", "--world",
+                                json.dumps({**WORLD, **world})],
+        expected) for world, expected in (
+        ({"train_pairs": -1},
+         "--world: key 'world.train_pairs': -1 is less than the minimum of 1"),
+        ({"mono_sentences": 0},
+         "--world: key 'world.mono_sentences': 0 is less than the minimum of 1"),
+        ({"p_pp": 5}, "--world: key 'world.p_pp': 5 is greater than the maximum of 1"),
+        ({"nouns": "many"}, "--world: key 'world.nouns': 'many' is not of type 'integer'"),
+        ({"adjectives": 1}, "--world: key 'world.adjectives': 1 is less than the minimum of 2"),
+        ({"seed": -3}, "--world: key 'world.seed': -3 is less than the minimum of 0"),
+        ({"noun": 3}, "--world: key 'world': Additional properties are not allowed ('noun' "
+                      "was unexpected)"),
+        ({"min_target_tokens": 9, "max_target_tokens": 5},
+         "--world: key 'min_target_tokens': 9 is more than max_target_tokens (5)"),
+        ({"min_target_tokens": 500, "max_target_tokens": 600},
+         "--world: keys 'min_target_tokens', 'max_target_tokens': no sentence of 500 to 600 "
+         "target tokens in 10000 draws"),
+        ({"train_pairs": 5000, "nouns": 1, "adjectives": 2, "intransitive_verbs": 1,
+          "transitive_verbs": 1, "clausal_verbs": 1, "adverbs": 1, "p_relative": 0,
+          "p_complement": 0, "p_pp": 0, "p_adverb": 0},
+         "--world: key 'train_pairs': the world makes too few distinct sentences for 5000 "
+         "train pairs"),
+    )},
     "toyworld, --world without sizes": (
         lambda d: ["toyworld", "--out", d / "toy", "--world", '{"seed": 1}'],
         "--world: the split sizes train_pairs, valid_pairs, test_pairs, mono_sentences are "

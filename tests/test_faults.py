@@ -19,20 +19,31 @@ from pathlib import Path
 import matplotlib.figure
 import pytest
 import torch
-from fabricated_runs import CURVE, fabricate, make_config, make_plan, write_papers
+from fabricated_runs import (
+    CURVE,
+    DATASET,
+    SUMMARY,
+    fabricate,
+    make_config,
+    make_plan,
+    write_papers,
+)
 
-from nmtbench import checkpoints, cli, figures
+from nmtbench import checkpoints, cli, figures, layout
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_text
+from nmtbench.provenance import file_digest
 from nmtbench.results import Results
+from nmtbench.tokenization import train_wordpiece
 from nmtbench.trainer import Trainer
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,
        "warmup_updates": 5, "clip_norm": 1.0, "max_epochs": 2, "save_interval_updates": 4,
        "keep_last_epochs": 2, "log_interval": 1, "seed": 3}
-# a learning rate that makes the tiny model's loss jump from 7 to thousands at step 3
-DIVERGING = {**CFG, "lr": 1000.0, "warmup_updates": 1, "save_interval_updates": 2}
+# a learning rate that makes the tiny model's loss jump from 7 to thousands at step 3 (the
+# largest a config may set)
+DIVERGING = {**CFG, "lr": 10.0, "warmup_updates": 1, "save_interval_updates": 2}
 
 
 class Killed(BaseException):
@@ -226,6 +237,123 @@ def test_checksum_files_go_with_their_checkpoints(trained):
                      "epoch2.pt.sha256", "last.pt", "last.pt.sha256"]
     line = (trained / "checkpoints" / "last.pt.sha256").read_text()
     assert line.endswith("  last.pt\n")  # `sha256sum -c last.pt.sha256` checks it by hand
+
+
+# --- decoding only what the run was trained with ---------------------------------------------
+
+def copied_tokenizers(run: Path, tmp_path: Path) -> Path:
+    """The run's tokenizers copied beside it (the shared ones stay intact), its config.json
+    pointing at the copies: same contents, so the same digests."""
+    config_path = run / "config.json"
+    config = json.loads(config_path.read_text())
+    for side in ("src", "tgt"):
+        key = f"{side}_tokenizer"
+        copy = shutil.copytree(config["paths"][key], tmp_path / f"tok_{side}")
+        config["paths"][key] = str(copy)
+    config_path.write_text(json.dumps(config))
+    return tmp_path / "tok_tgt"
+
+
+@pytest.mark.parametrize("vocab_size", [450, 500], ids=["other-size", "same-size"])
+def test_a_retrained_tokenizer_does_not_decode(run_copy, toy_dir, tmp_path, capsys,
+                                               vocab_size):
+    """Retrained on other text: of another size the weights would not fit (a traceback once),
+    of the same size they would decode into other words (exit 0 once)."""
+    tgt = copied_tokenizers(run_copy, tmp_path)
+    assert decode(run_copy, toy_dir, tmp_path) == 0, capsys.readouterr().err
+    train_wordpiece([toy_dir / "train.tgt"], tgt, vocab_size)
+    assert decode(run_copy, toy_dir, tmp_path, "--average-last", "2") == 2
+    assert one_error_line(capsys) == (f"error: {tgt}: changed since {run_copy} was trained; "
+                                      "retrain the run")
+
+
+def test_a_run_recording_no_digests_still_decodes(run_copy, toy_dir, tmp_path, caplog):
+    """An older version's config.json, without input digests: decoded, with a warning."""
+    config_path = run_copy / "config.json"
+    config = json.loads(config_path.read_text())
+    del config["inputs"]
+    config_path.write_text(json.dumps(config))
+    assert decode(run_copy, toy_dir, tmp_path) == 0
+    assert f"{config_path} records no input digests (an older version wrote it)" in caplog.text
+
+
+@pytest.mark.parametrize("other", ["config", "inputs"])
+def test_another_runs_checkpoint_does_not_decode(run_copy, toy_dir, tmp_path, capsys, other):
+    """best.pt and its .sha256 copied from a run of another seed, or one trained on other
+    data: it verifies, but it is not this run's."""
+    best = run_copy / "checkpoints" / "best.pt"
+    state = checkpoints.load(best)
+    if other == "config":
+        state["config"] = json.dumps({**CFG, "seed": 4}, sort_keys=True)
+    else:
+        state["inputs"] = {**state["inputs"], "train_src": "0" * 64}
+    checkpoints.save(best, state)  # with its own checksum record, as a copy brings
+    assert decode(run_copy, toy_dir, tmp_path) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {best}: not a checkpoint of {run_copy} (it was trained ")
+    assert line.endswith("; retrain the run")
+    assert ("another config" if other == "config" else "other inputs") in line
+    epoch = run_copy / "checkpoints" / "epoch1.pt"  # averaging checks each one it reads
+    shutil.copy(best, epoch)
+    shutil.copy(f"{best}.sha256", f"{epoch}.sha256")
+    assert decode(run_copy, toy_dir, tmp_path, "--average-last", "2") == 2
+    assert one_error_line(capsys).startswith(f"error: {epoch}: not a checkpoint of {run_copy}")
+
+
+def test_a_checkpoint_that_lost_its_checksum_file_is_refused(run_copy, toy_dir, tmp_path,
+                                                             capsys, caplog):
+    """This version writes a record beside every checkpoint: one of its checkpoints without
+    it lost it, and is not loaded unverified as an older version's would be."""
+    best = run_copy / "checkpoints" / "best.pt"
+    checkpoints.checksum_path(best).unlink()
+    assert decode(run_copy, toy_dir, tmp_path) == 2
+    assert one_error_line(capsys) == (
+        f"error: {best}: its checksum file best.pt.sha256 is missing (deleted: the version "
+        "that wrote this checkpoint writes one beside it), so it cannot be verified; train "
+        "the run again")
+    assert "loaded unverified" not in caplog.text
+
+
+# --- the report shows only numbers made from what is there ----------------------------------
+
+def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path):
+    """metrics.json scored hypotheses decoded again since, or was made by a training whose
+    tokenizer was retrained since: the cell is left out (it was shown as current)."""
+    plan = make_plan(make_config([1]), write_papers(tmp_path / "papers"))
+    results_dir = tmp_path / "results"
+    fabricate(plan, results_dir)
+    cell = plan.cell(DATASET, "trm-big", "test")
+    results = Results(plan, results_dir)
+    metrics = results.path(cell.file(layout.METRICS, 1, split="test"))
+    hyp = results.path(cell.file(layout.HYP, 1, split="test"))
+    tokenizer = tmp_path / "tok"
+    tokenizer.mkdir()
+    (tokenizer / "vocab.txt").write_text("a\nb\n")
+    summary = results.path(cell.file(layout.TRAIN_SUMMARY, 1))
+    summary.write_text(json.dumps({**SUMMARY, "inputs": {"tgt_tokenizer": file_digest(
+        tokenizer / "vocab.txt")}}))
+    (summary.parent / "config.json").write_text(json.dumps(
+        {"experiment": {}, "paths": {"tgt_tokenizer": str(tokenizer / "vocab.txt")}}))
+    hyp.write_text("the hypotheses\n")
+    record = json.loads(metrics.read_text())
+    metrics.write_text(json.dumps({**record, "trained": file_digest(summary),
+                                   "hyp": file_digest(hyp)}))
+
+    def bleu() -> float | None:
+        results = Results(plan, results_dir)
+        value = results.measure(cell, "test", "bleu_tokenized", 1, None)
+        assert (value is None) == (metrics in results.stale)
+        return value
+
+    assert bleu() == 28.0
+    hyp.write_text("decoded again\n")
+    assert bleu() is None
+    hyp.write_text("the hypotheses\n")
+    assert bleu() == 28.0
+    (tokenizer / "vocab.txt").write_text("a\nc\n")
+    assert bleu() is None
+    (tokenizer / "vocab.txt").unlink()  # a copied results directory without the data
+    assert bleu() == 28.0
 
 
 # --- divergence ---------------------------------------------------------------------------
