@@ -30,7 +30,10 @@ Details the paper leaves to us, and what we chose:
   (bert-nmt/bert-nmt, which freezes BERT's parameters but leaves the module in train mode);
 - p_net = 1.0 everywhere, as the paper states for WMT and the authors' IWSLT script uses
   (`--encoder-bert-dropout-ratio 0.5`, i.e. p_net/2); drop-net draws from torch's generator,
-  so the trainer's seed fixes it;
+  so the trainer's seed fixes it; inference averages the branches (the authors' code weighs
+  both 0.5 outside training);
+- the BERT of IWSLT14 En-De is bert-base-uncased, the authors' default `--bert-model-name`
+  (config/paper.yaml gives it as the dataset's source checkpoint);
 - `bert_features: random`: fresh N(0, 1) vectors of H_B's shape at every training step, and
   at inference one fixed N(0, 1) vector per position (seed 0), so that a sentence's
   translation depends neither on the run nor on its batch; neither carries anything about
