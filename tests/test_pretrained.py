@@ -124,11 +124,15 @@ def test_hub_names_resolve_offline_without_weights(tmp_path):
         model_config("no-such-bert")
 
 
-def test_checkpoint_dir():
-    """Hub and pre-training names map under data/pretrained/; local directories stay."""
+def test_checkpoint_dir(tmp_path):
+    """Hub and pre-training names map under data/pretrained/; local checkpoint directories
+    (holding config.json) stay; any other directory is not a checkpoint."""
     assert checkpoint_dir("bert-base-uncased") == "data/pretrained/bert-base-uncased"
     assert checkpoint_dir("toy-bert-src", {"toy-bert-src": {}}) == "data/pretrained/toy-bert-src"
-    assert checkpoint_dir(str(ROOT / "config")) == str(ROOT / "config")
+    (tmp_path / "config.json").write_text("{}")
+    assert checkpoint_dir(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(InputError, match="holds no config.json: not a Hugging Face checkpoint"):
+        checkpoint_dir(str(ROOT / "config"))
     for bad in ("./no/such/dir", "bad name!"):
         with pytest.raises(InputError):
             checkpoint_dir(bad)
