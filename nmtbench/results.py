@@ -71,7 +71,6 @@ class Results:
             return WORSE
         return ""
 
-
     def current(self, record: dict, cell: Cell, seed: int, split: str | None = None) -> bool:
         """Is `record` (an output of the cell's run) made from what is there now: the training
         in the run's directory, inputs unchanged since it trained, and for a `split`'s scores

@@ -53,6 +53,16 @@ class TrainConfig:
         return cls(**values)
 
 
+STOPPING = ("max_epochs", "max_updates", "patience", "divergence_factor")
+
+
+def resumable(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The settings a checkpoint must share with the run that loads it (resuming it, or
+    decoding with it): all but when to stop, so that raising max_epochs and running again
+    trains on from where the run ended."""
+    return {k: v for k, v in cfg.items() if k not in STOPPING}
+
+
 def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
     """The rate after `step` updates: linear warm-up from warmup_init_lr to lr, then
     lr * sqrt(warmup / step) (fairseq's inverse_sqrt). As in fairseq, update k is made with the

@@ -45,7 +45,7 @@ from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
 from nmtbench.method import Model, Progress
 from nmtbench.metrics import multi_bleu_perl
 from nmtbench.tokenization import load_tokenizer, vocab_of
-from nmtbench.train_config import TrainConfig, inverse_sqrt_lr
+from nmtbench.train_config import TrainConfig, inverse_sqrt_lr, resumable
 from nmtbench.translate import translate_lines
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class Trainer:
 
     def _resume(self) -> None:
         state = self._load_last()
-        if _resumable(json.loads(state["config"])) != _resumable(self.cfg):
+        if resumable(json.loads(state["config"])) != resumable(self.cfg):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
                              f"delete {self.run_dir} to train again")
         if "inputs" not in state:
@@ -447,12 +447,3 @@ class Trainer:
         if self.world.is_main:
             write_json(self.run_dir / "train_summary.json", summary)
         return summary
-
-
-STOPPING = ("max_epochs", "max_updates", "patience", "divergence_factor")
-
-
-def _resumable(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The settings a resumed run must share with its checkpoint: all but when to stop, so that
-    raising max_epochs and running again trains on from where the run ended."""
-    return {k: v for k, v in cfg.items() if k not in STOPPING}

@@ -22,6 +22,7 @@ from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Model
 from nmtbench.records import read_record
 from nmtbench.tokenization import decode, encode_sources, load_tokenizer, vocab_of
+from nmtbench.train_config import resumable
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,6 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
     must be this run's (a checkpoint copied from another run would decode as this one). The
     settings that only say when to stop may differ (a run resumed with more epochs keeps its
     earlier best.pt)."""
-    from nmtbench.trainer import _resumable  # the trainer imports this module
-
     if "config" not in state:
         log.warning("%s records no config (an older version wrote it): loaded without checking "
                     "it belongs to %s", path, run_dir)
@@ -111,7 +110,7 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
         saved = json.loads(state["config"])
     except (TypeError, ValueError):
         saved = None
-    if not isinstance(saved, dict) or _resumable(saved) != _resumable(cfg):
+    if not isinstance(saved, dict) or resumable(saved) != resumable(cfg):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained with another "
                          "config than its config.json records); retrain the run")
     if "inputs" not in state or recorded is None:
