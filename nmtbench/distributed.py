@@ -54,8 +54,16 @@ def join(device: torch.device) -> World:
     return world
 
 
-def leave(world: World) -> None:
+def leave(world: World, finished: bool) -> None:
+    """Tear the process group down while the interpreter is fully alive. A process that finished
+    first waits for the others at a barrier, so no peer is still inside a collective when the
+    connections close; one that failed skips it (the others would never reach it, and torchrun
+    stops them). The caller must have dropped its DistributedDataParallel wrapper: its reducer
+    keeps the gloo group alive past this call, to be destroyed during interpreter shutdown, where
+    gloo's worker threads abort the process ("terminate called without an active exception")."""
     if world.size > 1 and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
 
 

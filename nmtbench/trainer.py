@@ -24,6 +24,7 @@ Checkpoints are never saved with non-finite weights.
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import logging
 import math
@@ -367,15 +368,20 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        finished = False
         try:
             with ((self.run_dir / ".train.lock").open("w") if self.world.is_main
                   else nullcontext()) as lock:
                 self._hold(lock)
                 if self.world.is_main:
                     self._remove_unfinished_saves()
-                return self._run()
+                summary = self._run()
+                finished = True
+                return summary
         finally:
-            distributed.leave(self.world)
+            self.synced = None  # its reducer holds the process group (see distributed.leave)
+            gc.collect()
+            distributed.leave(self.world, finished)
 
     def _hold(self, lock: IO[str] | None) -> None:
         """Take the run directory's lock (rank 0; the others wait with it), waiting while
