@@ -36,6 +36,11 @@ class Row:
     label: str
     reported: dict[str, float | None]
     note: str = ""
+    trained_on: str | None = None  # a dataset of its own in place of each column's
+
+    def dataset(self, column: Column) -> str:
+        """The paper dataset this row's cell in `column` trains and is tested on."""
+        return self.trained_on or column.dataset
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,6 @@ def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
 def table_from_spec(name: str, paper: str, spec: dict[str, Any]) -> Table:
     columns = [Column(key, c["label"], c["dataset"], c["split"], c["metric"])
                for key, c in spec["columns"].items()]
-    rows = [Row(r["experiment"], r["label"], dict(r["reported"]), r.get("note", ""))
-            for r in spec["rows"]]
+    rows = [Row(r["experiment"], r["label"], dict(r["reported"]), r.get("note", ""),
+                r.get("trained_on")) for r in spec["rows"]]
     return Table(name, paper, spec["caption"], columns, rows, spec.get("baseline"))

@@ -394,7 +394,7 @@ class Plan:
 
     # --- the files the requested items need --------------------------------------------------
     def table_cells(self, table: Table) -> list[tuple[int, int, Cell]]:
-        return [(i, j, self.cell(col.dataset, row.experiment,
+        return [(i, j, self.cell(row.dataset(col), row.experiment,
                                  f"{table.name} column {col.key!r}"))
                 for i, row in enumerate(table.rows) for j, col in enumerate(table.columns)]
 
@@ -413,8 +413,7 @@ class Plan:
                 for seed in self.seeds:
                     base = baseline.get(j)
                     files.update(self.cell_files(cell, col.split, col.metric, seed, base))
-                    if base is not None and METRICS[col.metric].significance and (
-                            (base.run, base.tag) != (cell.run, cell.tag)):
+                    if METRICS[col.metric].significance and tested_against(cell, base):
                         files.add(bootstrap_file(cell, base, col.split, seed))
         for figure in self.figures:
             for cell in self.figure_cells(figure):
@@ -459,6 +458,13 @@ class Plan:
     def figure_outputs(self) -> list[str]:
         return [layout.FIGURE.format(name=f.name, ext=ext)
                 for f in self.figures for ext in ("png", "pdf")]
+
+
+def tested_against(cell: Cell, baseline: Cell | None) -> bool:
+    """Is a significance test of the cell against the baseline's meaningful? Not for the
+    baseline's own run, nor across datasets (their test sets may differ in content or order)."""
+    return baseline is not None and baseline.dataset == cell.dataset and (
+        (baseline.run, baseline.tag) != (cell.run, cell.tag))
 
 
 def latency_file(cell: Cell, baseline: Cell | None, seed: int) -> str:

@@ -35,7 +35,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import write_text
 from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Table
-from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan
+from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, tested_against
 from nmtbench.records import read_result
 from nmtbench.results import BETTER, WORSE, Results
 
@@ -96,8 +96,8 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
 def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> list[str]:
     paper = plan.catalogue.papers.get(table.paper, {})
     cells = plan.table_cells(table)
-    comparable = {j: plan.comparable(col.dataset, cells[j][2].dataset)
-                  for j, col in enumerate(table.columns)}
+    comparable = {(i, j): plan.comparable(table.rows[i].dataset(table.columns[j]), cell.dataset)
+                  for i, j, cell in cells}
     rows, shared = [], {}
     for i, row in enumerate(table.rows):
         rendered: dict[str, str] = {"": row.label}
@@ -105,7 +105,7 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
         for j, col in enumerate(table.columns):
             cell = cells[i * len(table.columns) + j][2]
             rendered[col.label] = _cell_text(plan, results, table, j, row.reported.get(col.key),
-                                             cell, comparable[j])
+                                             cell, comparable[(i, j)])
             if cell.run is not None:
                 for seed in plan.seeds:
                     run_dir = cell.run_dir(seed)
@@ -164,8 +164,7 @@ def _cell_text(plan: Plan, results: Results, table: Table, column: int,
     if not done:
         return MISSING + paper
     text = _format(done, col.metric)
-    if (baseline is not None and METRICS[col.metric].significance
-            and (baseline.run, baseline.tag) != (cell.run, cell.tag)):
+    if METRICS[col.metric].significance and tested_against(cell, baseline):
         text += results.significance(cell, baseline, col.split)
     if len(done) < len(values):
         text += f" ({len(values) - len(done)} of {len(values)} seeds missing)"

@@ -75,6 +75,15 @@ tables:
     rows:
       - {experiment: base, label: Base, reported: {speedup: 1.0}}
       - {experiment: half-data, label: Half, reported: {speedup: 1.5}}
+  table5:
+    caption: a row trained on a dataset of its own (as WMT16 Ro-En with back-translations)
+    baseline: base
+    columns:
+      bleu: {label: BLEU, dataset: iwslt14-de-en, split: test, metric: bleu_tokenized}
+    rows:
+      - {experiment: base, label: Base, reported: {bleu: 30.0}}
+      - {experiment: half-data, label: Half, reported: {}}
+      - {experiment: big, label: Big, reported: {bleu: 31.0}, trained_on: wmt14-en-de}
 figures:
   figure1:
     kind: sweep
@@ -393,6 +402,20 @@ def test_speedup_is_measured_against_the_baseline_in_one_job(catalogue):
                               f"{IW}/half-data/seed1/latency.{T5}.vs.base.{T5}.json"]
 
 
+def test_a_row_trained_on_other_data_is_tested_there_without_a_significance_test(catalogue):
+    plan = plan_for(catalogue, tables=["mini.table5"])
+    table = catalogue.tables["mini.table5"]
+    cells = [cell for _, _, cell in plan.table_cells(table)]
+    assert [c.dataset for c in cells] == ["iwslt14-de-en", "iwslt14-de-en", "toy"]
+    assert cells[2] == plan.cell("wmt14-en-de", "big", "x")
+    # half-data is tested against the baseline; big's test set is another dataset's
+    assert set(plan.targets()) == {
+        f"{IW}/base/seed1/metrics.test.{T5}.json",
+        f"{IW}/half-data/seed1/metrics.test.{T5}.json",
+        f"{IW}/half-data/seed1/bootstrap.test.{T5}.vs.base.{T5}.json",
+        f"results/runs/toy/tiny/seed1/metrics.test.{T5}.json"}
+
+
 def test_one_table_trains_nothing_else(catalogue):
     # big on wmt14-en-de -> the toy world, where it is the tiny model
     plan = plan_for(catalogue, tables=["mini.table2"])
@@ -422,14 +445,15 @@ def test_unknown_requested_table_lists_the_known_ones(catalogue):
         plan.targets()
     assert str(err.value) == (
         "config key 'tables': unknown table or figure 'mini.table9'; known: mini.table1, "
-        "mini.table2, mini.table3, mini.table4, mini.figure1, mini.figure2, mini.figure3")
+        "mini.table2, mini.table3, mini.table4, mini.table5, mini.figure1, mini.figure2, "
+        "mini.figure3")
 
 
 def test_all_requests_everything_and_names_are_deduplicated(catalogue):
     plan = plan_for(catalogue, tables=["all"])
     assert plan.names == catalogue.names()
     assert [t.name for t in plan.tables] == ["mini.table1", "mini.table2", "mini.table3",
-                                             "mini.table4"]
+                                             "mini.table4", "mini.table5"]
     assert [f.name for f in plan.figures] == ["mini.figure1", "mini.figure2", "mini.figure3"]
     every = set()
     for name in catalogue.names():
@@ -473,6 +497,9 @@ def test_default_config_plans_exactly_these_runs():
         "toy/bertfused-bert-embeddings",
         # abnet2020.table1's BERT-fused NAT, warm-started from the Mask-Predict run
         "toy/abnet-bert-fused-nat",
+        # bertfused2020.table5's BERT-fused (AT), warm-started from the Transformer run (on the
+        # toy world, table5's "+ back translation" Transformer is that run too)
+        "toy/bertfused-roen-bt",
         # ctnmt2020.table1's three strategies alone and together
         "toy/ctnmt-rate-scheduling",
         "toy/ctnmt-dynamic-switch",
@@ -495,7 +522,7 @@ def test_default_config_plans_exactly_these_runs():
     assert plan.run_settings("toy", "transformer-tiny", 1)["valid_bleu"] is True
     assert plan.run_settings("toy", "bert-init", 1)["valid_bleu"] is False
     assert plan.sharing("toy", "transformer-tiny") == [
-        "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
+        "bertfused-transformer-big-bt", "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
         "deepfusion-transformer-12", "deepfusion-transformer-20", "deepfusion-transformer-base",
         "deepfusion-transformer-big", "multi30k-transformer", "transformer-base",
         "transformer-big", "transformer-iwslt", "transformer-tiny"]
