@@ -17,7 +17,9 @@ Transformer's, so the warm start reports exactly the BERT attentions as missing)
 Ablations of `002` Table 6, each a setting: `bert_enc_attention` / `bert_dec_attention`
 (remove either attention), `bert_features: random` (H_B replaced by random vectors),
 `freeze_bert: false` (BERT tuned jointly), no `init_from` (NMT randomly initialised),
-`bert_fusion: add` (BERT fed to every encoder layer without attention).
+`bert_fusion: add` (BERT fed to every encoder layer without attention), `features_from` (BERT
+replaced by another run's Transformer encoder: that run's encoder weights load into the feature
+encoder, which reads x [SEP] as its own run did, fixed unless `freeze_bert: false`).
 
 The source is read once, in the BERT's vocabulary ([CLS] x [SEP]), as every BERT method here
 does (the workflow tokenizes a side with its checkpoint's vocabulary, the Transformer
@@ -38,6 +40,10 @@ Details the paper leaves to us, and what we chose:
   at inference one fixed N(0, 1) vector per position (seed 0), so that a sentence's
   translation depends neither on the run nor on its batch; neither carries anything about
   the source's words;
+- `features_from` ("the encoder of another Transformer model"): the papers' experiment names
+  the same Transformer recipe as the warm start, trained from another seed (`seed_offset`), so
+  that the features come from a second, independently trained model, not from the NMT
+  model's own starting point; only for autoregressive decoding (the paper's case);
 - `bert_fusion: add` (Table 6, "feed BERT feature into all layers without attention"; the
   revised equation is cut off in our copy of the paper): the encoder's BERT branch is a
   linear map (per layer, no bias, xavier) of the BERT state at the same position (the LENGTH
@@ -153,7 +159,8 @@ class FusedDecoderLayer(DecoderLayer):
 class FusedEncoder(TransformerEncoder):
     """The BERT and the NMT encoder: BERT reads [CLS] x [SEP], the NMT encoder x [SEP] (and,
     for parallel decoding, a LENGTH token in front); H_B goes to every layer and, as
-    `Encoded.context`, to the decoder."""
+    `Encoded.context`, to the decoder. `bert` is the feature encoder: the BERT, or another
+    run's Transformer encoder (`features` "encoder"), which reads x [SEP] like this one."""
 
     def __init__(self, cfg: TransformerConfig, embed: nn.Embedding,
                  layers: list[FusedEncoderLayer], bert: nn.Module, features: str):
@@ -167,12 +174,15 @@ class FusedEncoder(TransformerEncoder):
             self.register_buffer("random_states", table, persistent=False)
 
     def bert_states(self, src: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """H_B (B, S, H): the BERT's last layer, or random vectors of its shape."""
+        """H_B (B, S, H) at [CLS] x [SEP]: the BERT's last layer, or random vectors of its
+        shape; (B, S - 1, H) at x [SEP] from a Transformer encoder."""
         if self.features == "random":
             if self.training:
                 return torch.randn(*src.shape, self.bert.config.hidden_size, device=src.device)
             return self.random_states[:src.size(1)].expand(src.size(0), -1, -1)
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.bert_frozen):
+            if self.features == "encoder":
+                return self.bert(src[:, 1:]).memory
             return self.bert(input_ids=src, attention_mask=keep.long()).last_hidden_state
 
     def forward(self, src: torch.Tensor) -> Encoded:
@@ -180,9 +190,10 @@ class FusedEncoder(TransformerEncoder):
         keep = src != self.embed.padding_idx  # (B, S)
         bert = self.bert_states(src, keep)
         x, mask = self.embed_source(src[:, 1:])
-        # H_B at the NMT encoder's positions: x [SEP] are BERT's positions 1.., a LENGTH
-        # token in front takes [CLS]'s
-        aligned = bert if self.embed_lengths is not None else bert[:, 1:]
+        if self.features == "encoder":  # already at x [SEP] (no LENGTH token: AT only)
+            keep, aligned = keep[:, 1:], bert
+        else:  # x [SEP] are BERT's positions 1.., a LENGTH token in front takes [CLS]'s
+            aligned = bert if self.embed_lengths is not None else bert[:, 1:]
         context = {"bert": bert, "bert_mask": keep[:, None, None, :], "bert_aligned": aligned}
         for layer in self.layers:
             x = layer(x, mask, context)
@@ -202,6 +213,7 @@ class BertFusedSettings(SizedSettings):
     bert_dec_attention: bool = True
     bert_features: str = "bert"
     bert_fusion: str = "attention"
+    features_from: dict | None = None  # another run's Transformer encoder in BERT's place
 
 
 class BertFused(Method):
@@ -210,6 +222,8 @@ class BertFused(Method):
     settings = BertFusedSettings
     checkpoint_roles = {"src_bert": "src"}
     decodings = ("at", "nat")
+    # the parent's encoder becomes the feature encoder
+    warm_starts = {**Method.warm_starts, "features_from": ("encoder.", "encoder.bert.")}
     autoregressive = EncoderDecoder
     parallel = ConditionalMaskedLM
 
@@ -219,12 +233,18 @@ class BertFused(Method):
               ) -> EncoderDecoder | ConditionalMaskedLM:
         settings = cls.settings.from_config(cfg)
         _check(settings, cls.decodings)
-        source = (pretrained or {}).get("src_bert", settings.src_bert)
-        bert = mark_pretrained(load_model(source, weights=weights, add_pooling_layer=False))
-        check_vocab(src_vocab.size, bert, "source")
-        freeze(bert, settings.freeze_bert)
-        width, p_net = bert.config.hidden_size, settings.drop_net
         arch = settings.architecture
+        if settings.features_from:  # its weights come from the run input features_from
+            bert: nn.Module = TransformerEncoder(arch, embedding(src_vocab, arch.d_model))
+            bert.requires_grad_(not settings.freeze_bert)
+            width, features = arch.d_model, "encoder"
+        else:
+            source = (pretrained or {}).get("src_bert", settings.src_bert)
+            bert = mark_pretrained(load_model(source, weights=weights, add_pooling_layer=False))
+            check_vocab(src_vocab.size, bert, "source")
+            freeze(bert, settings.freeze_bert)
+            width, features = bert.config.hidden_size, settings.bert_features
+        p_net = settings.drop_net
         nat = settings.decoding == "nat"
         fusion = settings.bert_fusion if settings.bert_enc_attention else None
         src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
@@ -232,7 +252,7 @@ class BertFused(Method):
         encoder = FusedEncoder(
             arch, src_embed,
             [FusedEncoderLayer(arch, width, p_net, fusion) for _ in range(arch.encoder_layers)],
-            bert, settings.bert_features)
+            bert, features)
         decoder = TransformerDecoder(
             arch, tgt_embed, causal=not nat,
             layers=[FusedDecoderLayer(arch, width, p_net, settings.bert_dec_attention)
@@ -251,7 +271,11 @@ def _check(settings: BertFusedSettings, decodings: tuple[str, ...]) -> None:
     """One line for each setting the schema cannot check."""
     if settings.decoding not in decodings:
         raise InputError(f"bert-fused decoding {settings.decoding!r}: use at or nat")
-    if not settings.src_bert:
+    if settings.features_from:
+        if settings.decoding != "at" or settings.bert_features != "bert":
+            raise InputError("bert-fused features_from: with decoding at and bert_features bert "
+                             "only (a Transformer encoder in BERT's place)")
+    elif not settings.src_bert:
         raise InputError("bert-fused needs `src_bert` (the source-side checkpoint); set it in "
                          "the experiment or as the dataset's checkpoints.src")
     if settings.bert_features not in FEATURES:

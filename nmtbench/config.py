@@ -133,7 +133,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
         where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
                  else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
         _check_settings(experiment, info, decode_schema, where)
-        if "init_from" in experiment:
+        if any(key in experiment for key in info.parent_runs):
             warm_starts.append((name, where))
         for key in config["defaults"]:
             if key not in known:
@@ -143,7 +143,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
             _check_against(info.schema, config["defaults"], "config key 'defaults")
             defaults_checked.add(method)
     for name, where in warm_starts:  # once every experiment's settings are checked
-        _check_init_from(plan, name, where)
+        _check_parent_runs(plan, name, where)
     for dataset, spec in config["datasets"].items():
         if "detok_lang" in spec:
             _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
@@ -232,21 +232,25 @@ def resolve_reversed(datasets: dict[str, Any]) -> None:
         datasets[name] = {**inherited, **spec}
 
 
-def _check_init_from(plan: Plan, name: str, where: str) -> None:
-    """The warm start names an implemented experiment, and following warm starts from there
-    never comes back (an experiment cannot start from itself, directly or through a chain)."""
-    chain = [name]
-    spec = plan.experiments[name].get("init_from")
-    while spec is not None:
-        parent = spec["experiment"]
-        if parent not in plan.experiments or plan.status(parent) != "ok":
-            raise InputError(f"{where}.init_from.experiment': {parent!r} is not an implemented "
-                             "experiment")
-        if parent in chain:
-            raise InputError(f"{where}.init_from.experiment': warm starts form a cycle "
-                             f"({' -> '.join([*chain, parent])})")
-        chain.append(parent)
-        spec = plan.experiments[parent].get("init_from")
+def _check_parent_runs(plan: Plan, name: str, where: str) -> None:
+    """Each run an experiment loads (`init_from`, `features_from`) is an implemented
+    experiment's, and following them from there never comes back (an experiment cannot load
+    itself, directly or through a chain)."""
+    def visit(experiment: str, chain: list[str]) -> None:
+        spec = plan.experiments[experiment]
+        for key in plan.implemented[spec["method"]].parent_runs:
+            if key not in spec:
+                continue
+            parent = spec[key]["experiment"]
+            if parent not in plan.experiments or plan.status(parent) != "ok":
+                raise InputError(f"{where}.{key}.experiment': {parent!r} is not an implemented "
+                                 "experiment")
+            if parent in chain:
+                raise InputError(f"{where}.{key}.experiment': warm starts form a cycle "
+                                 f"({' -> '.join([*chain, parent])})")
+            visit(parent, [*chain, parent])
+
+    visit(name, [name])
 
 
 def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:

@@ -202,17 +202,24 @@ class Model(nn.Module):
             raise InputError(f"{where}: does not fit the model (missing {missing[:3]}, "
                              f"unexpected {sorted(result.unexpected_keys)[:3]})")
 
-    def warm_start(self, state: Mapping[str, torch.Tensor]) -> WarmStart:
-        """Initialise from another run's weights (`init_from`): every key whose name and
-        shape match is loaded; the others keep this model's initialisation. Frozen
-        pre-trained weights come from their checkpoint and are not reported missing."""
+    def warm_start(self, state: Mapping[str, torch.Tensor], name: str = "init_from",
+                   take: str = "", into: str = "") -> WarmStart:
+        """Initialise (the part under `into` of) the model from another run's weights (those
+        under `take`, renamed): every key whose name and shape match is loaded; the others
+        keep this model's initialisation. Frozen pre-trained weights come from their
+        checkpoint and are not reported missing. `name`: the run input, for messages."""
+        state = {into + key[len(take):]: value for key, value in state.items()
+                 if key.startswith(take)}
+        if not state:
+            raise InputError(f"{name}: the checkpoint has no weights under {take!r}")
         own = self.state_dict()
         for key, value in state.items():
             if key in own and own[key].shape != value.shape:
-                raise InputError(f"init_from: {key} has shape {tuple(value.shape)}, the model's "
+                raise InputError(f"{name}: {key} has shape {tuple(value.shape)}, the model's "
                                  f"is {tuple(own[key].shape)}")
         result = self.load_state_dict(state, strict=False)
-        return WarmStart(sorted(set(result.missing_keys) - self.pretrained_keys()),
+        return WarmStart(sorted(k for k in set(result.missing_keys) - self.pretrained_keys()
+                                if k.startswith(into)),
                          sorted(result.unexpected_keys))
 
     def num_params(self) -> dict[str, int]:
@@ -266,6 +273,10 @@ class Method:
     # values of the setting `decoding` it accepts, its default first: at (beam search), nat
     # (mask-predict); a method without the setting decodes `at`
     decodings: ClassVar[tuple[str, ...]] = ("at",)
+    # settings naming another run whose checkpoint the model loads (config/schema.yaml marks
+    # them `x-parent-run`; the trainer gets each as the run input of the same name) -> (the
+    # prefix of the parent's weights taken, the prefix they load under)
+    warm_starts: ClassVar[dict[str, tuple[str, str]]] = {"init_from": ("", "")}
     # the model classes `build` joins its encoder and decoder with (EncoderDecoder,
     # ConditionalMaskedLM): a method that differs only in its objective, optimiser groups or
     # warm start subclasses an existing method and names a subclass of its model here

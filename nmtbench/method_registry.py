@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 CHECKPOINT_SIDE = "x-checkpoint-side"
+PARENT_RUN = "x-parent-run"
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class MethodInfo:
     keys: frozenset[str]  # its settings (the trainer's are TrainConfig's)
     decodings: tuple[str, ...]  # the first is the default
     checkpoint_roles: dict[str, str]  # setting naming a pre-trained checkpoint -> its side
+    parent_runs: tuple[str, ...]  # settings naming another run whose checkpoint it loads
     schema: dict[str, Any]  # its settings' JSON schema, the trainer's included (and `$defs`,
     # which its references such as #/$defs/name point into)
 
@@ -35,6 +37,8 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             decodings=tuple(properties.get("decoding", {}).get("enum", ["at"])),
             checkpoint_roles={key: spec[CHECKPOINT_SIDE] for key, spec in properties.items()
                               if CHECKPOINT_SIDE in spec},
+            parent_runs=tuple(key for key, spec in {**trainer, **properties}.items()
+                              if spec.get(PARENT_RUN)),
             schema={"type": "object", "properties": {**trainer, **properties},
                     "$defs": definitions})
     return infos

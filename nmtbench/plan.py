@@ -15,7 +15,8 @@ method: the toy world shrinks every Transformer to `tiny`). Two consequences kee
   twice.
 
 A run may train with other runs' outputs (`RunInput`): a teacher's translations (`seq_kd`),
-a reverse model's back-translations (`bt_sentences`), another run's checkpoint (`init_from`).
+a reverse model's back-translations (`bt_sentences`), another run's checkpoint (`init_from`,
+`features_from`).
 
 Cells whose method is not implemented (or is `external`, quoted by the paper from other work)
 need no files; the report shows them as such.
@@ -42,11 +43,9 @@ NOT_TRAINING = {"description", "decode"}
 # Setting values the papers use that no code serves yet (None: any value but false/null): an
 # experiment using one is not implemented. `back_translation: true`: trained with a published
 # back-translated corpus, e.g. Caswell et al.'s 24M WMT14 pairs (back-translating in the DAG is
-# `bt_sentences`); `features_from`: BERT-fused with another run's Transformer encoder in BERT's
-# place; CTNMT's distillation into the decoder, or from GPT-2.
+# `bt_sentences`); CTNMT's distillation into the decoder, or from GPT-2.
 SETTINGS_NOT_BUILT: dict[str, set[Any] | None] = {
     "back_translation": None,
-    "features_from": None,
     "distill_side": {"decoder"},
     "distill_teacher": {"gpt2"},
 }
@@ -108,6 +107,7 @@ class RunInput:
     template: str
     dependency: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    seed_offset: int = 0  # the providing run's seed is the run's own plus this
 
     def path(self, seed: int | str) -> str:
         return self._format(self.template, seed)
@@ -117,7 +117,10 @@ class RunInput:
         return self._format(self.dependency or self.template, seed)
 
     def _format(self, template: str, seed: int | str) -> str:
-        return template if self.cell is None else self.cell.file(template, seed, **self.values)
+        if self.cell is None:
+            return template
+        return self.cell.file(template, int(seed) + self.seed_offset if self.seed_offset
+                              else seed, **self.values)
 
 
 def generated(datasets: dict[str, Any], name: str) -> bool:
@@ -297,15 +300,15 @@ class Plan:
             return layout.PREPARED.format(dataset=dataset, file="mono.tgt")
         return layout.MONOLINGUAL.format(dataset=dataset)
 
-    def init_from(self, dataset: str, experiment: str) -> tuple[Cell, str] | None:
-        """The run whose checkpoint (best or last) an experiment with `init_from` starts
-        from: that experiment's on the same dataset (and seed)."""
-        spec = self.train_settings(dataset, experiment).get("init_from")
-        if spec is None:
-            return None
-        parent = self.run_cell(dataset, spec["experiment"],
-                               f"experiment {experiment!r}, setting 'init_from'")
-        return parent, spec.get("checkpoint", "best")
+    def parent_runs(self, dataset: str, experiment: str) -> dict[str, tuple[Cell, dict]]:
+        """The runs whose checkpoints the experiment loads (`init_from`, and the method's other
+        settings marked `x-parent-run`), by setting: each that experiment's run on the same
+        dataset, and its spec (checkpoint best or last, seed_offset)."""
+        settings = self.train_settings(dataset, experiment)
+        info = self.implemented[self.experiments[experiment]["method"]]
+        return {key: (self.run_cell(dataset, settings[key]["experiment"],
+                                    f"experiment {experiment!r}, setting {key!r}"), settings[key])
+                for key in info.parent_runs if settings.get(key)}
 
     def run_inputs(self, dataset: str, experiment: str) -> dict[str, RunInput]:
         """What the experiment's run trains with from other runs (and their data), by the
@@ -320,11 +323,10 @@ class Plan:
                                 values={"forward": dataset,
                                         "sentences": back_translation.sentences}),
                        RunInput("bt_tgt", None, self.target_monolingual(dataset))]
-        parent = self.init_from(dataset, experiment)
-        if parent is not None:
-            cell, checkpoint = parent
-            inputs.append(RunInput("init_from", cell, layout.CHECKPOINT, layout.TRAIN_SUMMARY,
-                                   {"checkpoint": checkpoint}))
+        for key, (cell, spec) in self.parent_runs(dataset, experiment).items():
+            inputs.append(RunInput(key, cell, layout.CHECKPOINT, layout.TRAIN_SUMMARY,
+                                   {"checkpoint": spec.get("checkpoint", "best")},
+                                   spec.get("seed_offset", 0)))
         return {i.name: i for i in inputs}
 
     def back_translated_sentences(self, dataset: str) -> int:

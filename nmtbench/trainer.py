@@ -61,6 +61,7 @@ RUN_INPUTS = {
     "bt_src": "back-translated sources, added to the training data with bt_tgt",
     "bt_tgt": "the monolingual target sentences bt_src translates",
     "init_from": "a checkpoint whose matching weights initialise the model (warm start)",
+    "features_from": "a checkpoint whose encoder replaces BERT-fused's BERT (methods/bert_fused.py)",
 }
 
 
@@ -353,18 +354,19 @@ class Trainer:
             if earlier:
                 log.warning("%s: removed %d files of an earlier training (no last.pt to resume)",
                             self.run_dir, len(earlier))
-        if "init_from" in self.inputs:
-            self._warm_start()
+        for name, (take, into) in get_method(self.cfg["method"]).warm_starts.items():
+            if name in self.inputs:
+                self._warm_start(name, take, into)
 
-    def _warm_start(self) -> None:
-        """Initialise from the `init_from` checkpoint (a fresh run only: a resumed one has
-        its own weights)."""
-        path = self.inputs["init_from"]
-        report = self.model.warm_start(checkpoints.load(path)["model"])
-        self._log({"event": "warm_start", "from": path, "missing": report.missing,
-                   "unexpected": report.unexpected})
-        log.info("warm start from %s: %d keys kept their initialisation, %d of its keys unused",
-                 path, len(report.missing), len(report.unexpected))
+    def _warm_start(self, name: str, take: str, into: str) -> None:
+        """Initialise (part of) the model from another run's checkpoint (a fresh run only: a
+        resumed one has its own weights)."""
+        path = self.inputs[name]
+        report = self.model.warm_start(checkpoints.load(path)["model"], name, take, into)
+        self._log({"event": "warm_start", "input": name, "from": path,
+                   "missing": report.missing, "unexpected": report.unexpected})
+        log.info("%s from %s: %d keys kept their initialisation, %d of its keys unused",
+                 name, path, len(report.missing), len(report.unexpected))
 
     def run(self) -> dict[str, Any]:
         self.run_dir.mkdir(parents=True, exist_ok=True)

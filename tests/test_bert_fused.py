@@ -146,7 +146,36 @@ def test_random_features_carry_nothing_of_the_source(bert):
     ({"bert_features": "noise"}, "bert_features 'noise': use one of bert, random"),
     ({"bert_fusion": "concat"}, "bert_fusion 'concat': use one of attention, add"),
     ({"drop_net": 1.5}, "drop_net 1.5: p_net is a probability in [0, 1]"),
+    ({"features_from": {"experiment": "t"}, "decoding": "nat"},
+     "bert-fused features_from: with decoding at and bert_features bert only"),
 ])
 def test_bad_settings_are_one_line(bert, settings, message):
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         fused(bert, **settings)
+
+
+def test_another_runs_encoder_replaces_bert_and_stays_fixed(bert):
+    """features_from: the parent's encoder (and only it) loads into the feature encoder, whose
+    states are then the parent encoder's on x [SEP]; nothing of it trains."""
+    other = transformer().eval()
+    model = fused(bert, features_from={"experiment": "transformer-iwslt"}).eval()
+    report = model.warm_start(other.checkpoint_state(), "features_from", "encoder.",
+                              "encoder.bert.")
+    assert report.missing == [] and report.unexpected == []
+    assert not any(p.requires_grad for p in model.encoder.bert.parameters())
+    assert all(".bert." not in n for n, _ in model.named_parameters() if _.requires_grad)
+    batch = pairs(bos=True)
+    keep = batch.src != BERT_VOCAB.pad
+    with torch.no_grad():
+        features = model.encoder.bert_states(batch.src, keep)
+        expected = other.encoder(pairs(bos=False).src).memory
+        torch.testing.assert_close(features, expected, rtol=0, atol=0)
+        model.loss(batch)  # the fused layers attend to it (mask of x [SEP])
+
+
+def test_features_from_a_checkpoint_without_an_encoder_is_one_line(bert):
+    model = fused(bert, features_from={"experiment": "transformer-iwslt"})
+    with pytest.raises(InputError, match="features_from: the checkpoint has no weights under "
+                                         "'encoder.'"):
+        model.warm_start({"decoder.x": torch.zeros(1)}, "features_from", "encoder.",
+                         "encoder.bert.")

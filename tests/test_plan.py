@@ -155,7 +155,7 @@ def make_config(**changes):
 
 def plan_for(catalogue, implemented=frozenset({"transformer"}), **changes):
     return Plan(make_config(**changes), catalogue, {
-        m: METHODS.get(m, MethodInfo(m, frozenset(), ("at",), {}, {})) for m in implemented})
+        m: METHODS.get(m, MethodInfo(m, frozenset(), ("at",), {}, ("init_from",), {})) for m in implemented})
 
 
 def run_dirs(targets):
@@ -576,3 +576,29 @@ def test_snakemake_dry_run_imports_neither_torch_nor_transformers(configfile):
                 if line.startswith("import time:")}
     assert "nmtbench.plan" in imported  # the log is there: the test can fail
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_features_from_loads_another_seeds_run_which_the_dag_trains_first():
+    """BERT-fused Table 6's "encoder of another Transformer": the warm start is the seed's own
+    Transformer run, the features come from the same recipe at seed + 1000."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["tables"] = ["bertfused2020.table6"]
+    plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    cell = plan.cell("iwslt14-en-de", "bertfused-transformer-encoder-as-bert", "test")
+    inputs = plan.run_inputs("toy", cell.run)
+    assert inputs["init_from"].path("1") == (
+        "results/runs/toy/transformer-tiny/seed1/checkpoints/best.pt")
+    assert inputs["features_from"].path("1") == (
+        "results/runs/toy/transformer-tiny/seed1001/checkpoints/best.pt")
+    assert inputs["features_from"].needs("2") == (
+        "results/runs/toy/transformer-tiny/seed1002/train_summary.json")
+
+
+def test_a_cycle_through_features_from_is_one_line():
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["experiments"] = {
+        "loop-a": {"method": "bert-fused", "features_from": {"experiment": "loop-b"}},
+        "loop-b": {"method": "bert-fused", "init_from": {"experiment": "loop-a"}}}
+    with pytest.raises(InputError, match=r"warm starts form a cycle \(loop-a -> loop-b -> "
+                                         r"loop-a\)"):
+        nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")

@@ -58,7 +58,8 @@ def test_a_warm_started_run_begins_with_the_other_runs_weights(toy_paths, tmp_pa
     for name, tensor in teacher.items():
         assert torch.equal(start[name], tensor), name
     events = [r for r in train_log(second) if r["event"] == "warm_start"]
-    assert events == [{"step": 0, "epoch": 1, "event": "warm_start", "from": str(best),
+    assert events == [{"step": 0, "epoch": 1, "event": "warm_start", "input": "init_from",
+                       "from": str(best),
                        "missing": [], "unexpected": []}]
 
     # another architecture: what the checkpoint fills is loaded, the rest is listed
