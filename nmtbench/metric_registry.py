@@ -24,6 +24,7 @@ class Metric:
     label: str
     pattern: str | None  # str.format pattern of one value; None: a parameter count (74M)
     significance: bool = False  # BLEU-like: the paired bootstrap (compare-mt) marks it
+    quality: bool = False  # a score of the output, higher is better (BLEU, ROUGE)
 
     def format(self, value: float) -> str:
         if self.pattern is None:
@@ -33,12 +34,12 @@ class Metric:
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("bleu_tokenized", "metrics", ("bleu", "tokenized"), "BLEU (tokenized)", "{:.2f}",
-           significance=True),
+           significance=True, quality=True),
     Metric("sacrebleu", "metrics", ("bleu", "sacrebleu"), "sacreBLEU", "{:.2f}",
-           significance=True),
-    Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}"),
-    Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}"),
-    Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}"),
+           significance=True, quality=True),
+    Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}", quality=True),
+    Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}", quality=True),
+    Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}", quality=True),
     Metric("latency_ms", "latency", ("latency_ms", "median"), "latency (ms)", "{:.1f} ms"),
     Metric("speedup", "latency", ("speedup",), "speedup", "{:.2f}x"),
     Metric("params_trained", "metrics", ("params", "trained"), "#trained parameters", None),

@@ -40,6 +40,11 @@ from nmtbench.records import read_result
 from nmtbench.results import BETTER, WORSE, Results
 
 MISSING = "missing"
+# a quality score (BLEU, ROUGE) under this fraction of its table's baseline, itself at least
+# UNLEARNED_BASELINE, is marked: the run did not learn the task
+UNLEARNED = "†"
+UNLEARNED_FRACTION = 0.25
+UNLEARNED_BASELINE = 5.0
 
 log = logging.getLogger(__name__)
 LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "rouge-score",
@@ -98,14 +103,23 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     cells = plan.table_cells(table)
     comparable = {(i, j): plan.comparable(table.rows[i].dataset(table.columns[j]), cell.dataset)
                   for i, j, cell in cells}
-    rows, shared = [], {}
+    merged = _merged_columns(table, cells, comparable)
+    rows, shared, unlearned = [], {}, []
     for i, row in enumerate(table.rows):
         rendered: dict[str, str] = {"": row.label}
         run_links: dict[str, str] = {}
-        for j, col in enumerate(table.columns):
+        for group in merged:
+            j, col = group[0], table.columns[group[0]]
             cell = cells[i * len(table.columns) + j][2]
-            rendered[col.label] = _cell_text(plan, results, table, j, row.reported.get(col.key),
-                                             cell, comparable[(i, j)])
+            label = " / ".join(table.columns[k].label for k in group)
+            text, note = _cell_text(plan, results, table, j, row.reported.get(col.key), cell,
+                                    comparable[(i, j)])
+            rendered[label] = text
+            if note:
+                log_file = cell.file(layout.TRAIN_LOG, plan.seeds[0])
+                link = _link(log_file.removeprefix(layout.RUNS + "/"), results.path(log_file),
+                             base)
+                unlearned.append(f"{row.label} ({label}): {note}; training log {link}")
             if cell.run is not None:
                 for seed in plan.seeds:
                     run_dir = cell.run_dir(seed)
@@ -132,6 +146,10 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     for run, members in sorted(shared.items()):
         notes.append(f"Run {run} trains {', '.join(members)}: their settings are identical on "
                      "this dataset.")
+    if len(merged) < len(table.columns):
+        notes.append("Columns joined by / are one measurement: on this data their runs, "
+                     "decoding and split are the same.")
+    notes += [f"{UNLEARNED} did not learn: {n}" for n in unlearned]
     lines += [f"- {n}" for n in notes]
     if not all(comparable.values()) and any(v is not None for row in table.rows
                                             for v in row.reported.values()):
@@ -145,33 +163,73 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     return lines
 
 
+def _merged_columns(table: Table, cells: list[tuple[int, int, Cell]],
+                    comparable: dict[tuple[int, int], bool]) -> list[list[int]]:
+    """The table's columns, those that are one measurement on this data joined (e.g. the
+    three language pairs of a table, all mapped onto the toy world): same split and metric,
+    and in every row the same run and decoding. A column on the paper's own data stays alone
+    (it shows the paper's number)."""
+    groups: dict[tuple, list[int]] = {}
+    for j, col in enumerate(table.columns):
+        column_cells = [cell for _, k, cell in cells if k == j]
+        key = (col.split, col.metric, *column_cells) if not any(
+            comparable[(i, j)] for i in range(len(table.rows))) else (j,)
+        groups.setdefault(key, []).append(j)
+    return list(groups.values())
+
+
 def _cell_text(plan: Plan, results: Results, table: Table, column: int,
-               reported: float | None, cell: Cell, comparable: bool) -> str:
-    """Ours (± std), the significance mark, and on the paper's own data its number and Δ."""
+               reported: float | None, cell: Cell, comparable: bool) -> tuple[str, str]:
+    """Ours (± std), the significance mark, and on the paper's own data its number and Δ;
+    and, for a score far below the baseline's, a note saying so and where its log is."""
     col = table.columns[column]
     paper = (f" (paper {_reported(reported, col.metric)})"
              if comparable and reported is not None else "")
     if cell.status == EXTERNAL:
-        return "external" + paper if comparable else "external (quoted by the paper)"
+        return ("external" + paper if comparable else "external (quoted by the paper)"), ""
     if cell.status == NOT_IMPLEMENTED:
-        return NOT_IMPLEMENTED + paper
+        return NOT_IMPLEMENTED + paper, ""
     baseline = plan.baseline_cell(table, column)
     if col.metric == "speedup" and baseline is None:
-        return "no baseline" + paper
+        return "no baseline" + paper, ""
     values = [results.measure(cell, col.split, col.metric, seed, baseline)
               for seed in plan.seeds]
     done = [v for v in values if v is not None]
     if not done:
-        return MISSING + paper
+        return MISSING + paper, ""
     text = _format(done, col.metric)
     if METRICS[col.metric].significance and tested_against(cell, baseline):
         text += results.significance(cell, baseline, col.split)
+    note = _unlearned(plan, results, col, cell, baseline, statistics.mean(done))
+    if note:
+        text += UNLEARNED
     if len(done) < len(values):
         text += f" ({len(values) - len(done)} of {len(values)} seeds missing)"
     if paper:
         diff = _format([statistics.mean(done) - reported], col.metric)
         text += f"{paper[:-1]}, Δ {'' if diff.startswith('-') else '+'}{diff})"
-    return text
+    return text, note
+
+
+def _unlearned(plan: Plan, results: Results, col, cell: Cell, baseline: Cell | None,
+               ours: float) -> str:
+    """A score under UNLEARNED_FRACTION of the baseline's (which must itself have learned
+    something): the run did not learn the task, which the bare number would hide. Says so
+    with both scores and both runs' best valid losses (first seed)."""
+    if (not METRICS[col.metric].quality or baseline is None
+            or (baseline.run, baseline.tag) == (cell.run, cell.tag)):
+        return ""
+    theirs = [v for seed in plan.seeds
+              if (v := results.measure(baseline, col.split, col.metric, seed, None)) is not None]
+    if not theirs or statistics.mean(theirs) < UNLEARNED_BASELINE or (
+            ours >= UNLEARNED_FRACTION * statistics.mean(theirs)):
+        return ""
+    fmt = METRICS[col.metric].format
+    losses = [(read_result(results.path(c.file(layout.TRAIN_SUMMARY, plan.seeds[0]))) or {}
+               ).get("best_valid_loss") for c in (cell, baseline)]
+    loss = (f"; best valid loss {losses[0]:.2f} against {losses[1]:.2f}"
+            if None not in losses else "")
+    return f"{fmt(ours)} against the baseline's {fmt(statistics.mean(theirs))}{loss}"
 
 
 def _check_results_dir(plan: Plan, results: Results) -> None:

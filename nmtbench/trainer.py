@@ -61,7 +61,7 @@ RUN_INPUTS = {
     "bt_src": "back-translated sources, added to the training data with bt_tgt",
     "bt_tgt": "the monolingual target sentences bt_src translates",
     "init_from": "a checkpoint whose matching weights initialise the model (warm start)",
-    "features_from": "a checkpoint whose encoder replaces BERT-fused's BERT (methods/bert_fused.py)",
+    "features_from": "a checkpoint whose encoder replaces BERT-fused's BERT (bert_fused.py)",
 }
 
 

@@ -22,6 +22,7 @@ PAPER = "toypaper"
 TABLE = f"{PAPER}.table1"
 SWEEP, CURVE, BUCKETS = f"{PAPER}.figure1", f"{PAPER}.figure2", f"{PAPER}.figure3"
 DATASET = "wmt14-en-de"  # the paper's dataset, configured under its own name (comparable)
+OTHER_DATASET = "wmt14-en-fr"  # table2's second column: on the toy world, the same data
 TAG_BASE = "beam5-lp1-fairseq-best"  # the config's decoding
 TAG_BIG = "beam4-lp0p6-fairseq-best"  # trm-big's own decoding
 
@@ -66,6 +67,23 @@ PAPER_YAML = {
                               "speedup": 1.9}},
                 {"experiment": "abnet", "label": "AB-Net", "reported": {"bleu": 29.0}},
                 {"experiment": "prior-work", "label": "Prior work", "reported": {"bleu": 28.0}},
+            ],
+        },
+        "table2": {
+            "caption": "Table 2: two language pairs.",
+            "baseline": "trm-base",
+            "columns": {
+                "en_de": {"label": "En-De", "dataset": DATASET, "split": "test",
+                          "metric": "bleu_tokenized"},
+                "en_fr": {"label": "En-Fr", "dataset": OTHER_DATASET, "split": "test",
+                          "metric": "bleu_tokenized"},
+                "params": {"label": "#Params", "dataset": OTHER_DATASET, "split": "test",
+                           "metric": "params_trained"},
+            },
+            "rows": [
+                {"experiment": "trm-base", "label": "Transformer",
+                 "reported": {"en_de": 27.3, "en_fr": 38.1}},
+                {"experiment": "abnet", "label": "AB-Net", "reported": {"en_de": 29.0}},
             ],
         },
     },
@@ -145,7 +163,7 @@ def make_config(seeds: list[int], *, toy: bool = False,
                       "mono_sentences": 100},
             "lowercase": False, "detok_lang": "en",
             "overrides": {"transformer": {"size": "tiny"}}}}
-        config["dataset_map"] = {DATASET: "toy"}
+        config["dataset_map"] = {DATASET: "toy", OTHER_DATASET: "toy"}
     else:
         config["datasets"] = {DATASET: {"kind": "wmt14", "src_lang": "en", "tgt_lang": "de",
                                         "vocab_size": {"src": 100, "tgt": 100},

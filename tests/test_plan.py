@@ -155,7 +155,8 @@ def make_config(**changes):
 
 def plan_for(catalogue, implemented=frozenset({"transformer"}), **changes):
     return Plan(make_config(**changes), catalogue, {
-        m: METHODS.get(m, MethodInfo(m, frozenset(), ("at",), {}, ("init_from",), {})) for m in implemented})
+        m: METHODS.get(m, MethodInfo(m, frozenset(), ("at",), {}, ("init_from",), {}))
+        for m in implemented})
 
 
 def run_dirs(targets):
@@ -522,10 +523,10 @@ def test_default_config_plans_exactly_these_runs():
     assert plan.run_settings("toy", "transformer-tiny", 1)["valid_bleu"] is True
     assert plan.run_settings("toy", "bert-init", 1)["valid_bleu"] is False
     assert plan.sharing("toy", "transformer-tiny") == [
-        "bertfused-transformer-big-bt", "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
-        "deepfusion-transformer-12", "deepfusion-transformer-20", "deepfusion-transformer-base",
-        "deepfusion-transformer-big", "multi30k-transformer", "transformer-base",
-        "transformer-big", "transformer-iwslt", "transformer-tiny"]
+        "bertfused-transformer-big-bt", "bertkd-transformer-base", "bertkd-transformer-base-deen",
+        "ctnmt-transformer-base", "deepfusion-transformer-12", "deepfusion-transformer-20",
+        "deepfusion-transformer-base", "deepfusion-transformer-big", "multi30k-transformer",
+        "transformer-base", "transformer-big", "transformer-iwslt", "transformer-tiny"]
     run = "results/runs/toy/transformer-tiny/seed1"
     targets = set(plan.targets())
     # one model, three decodings: beam 5 (the default), deepfusion's beam 4, bertkd's beam 4

@@ -17,6 +17,7 @@ import pytest
 from fabricated_runs import (
     CURVE,
     DATASET,
+    PAPER,
     SIG_CASED,
     SIG_LC,
     SIG_TOK,
@@ -279,6 +280,42 @@ def test_toy_world(tmp_path: Path, papers: Path) -> None:
         {"": "Prior work", "BLEU": "28.00", "sacreBLEU": "-", "#Params": "-", "Latency": "-",
          "Speedup": "-"},
     ]
+
+
+def test_columns_that_are_one_measurement_on_the_toy_world_show_once(tmp_path: Path,
+                                                                   papers: Path) -> None:
+    """Two language pairs both mapped onto the toy world: one column, both names; the
+    parameter count (another metric) stays a column of its own."""
+    plan = setup(tmp_path, papers, [1], toy=True, tables=[f"{PAPER}.table2"])
+    body = section(render(plan, tmp_path), f"{PAPER}.table2")
+    (base, abnet) = markdown_table(body)
+    assert without_runs(base) == {"En-De / En-Fr": "27.00", "#Params": "74M"}
+    assert set(without_runs(abnet).values()) == {"not implemented"}
+    assert ("- Columns joined by / are one measurement: on this data their runs, decoding and "
+            "split are the same.") in body
+    # the paper's own numbers keep every column
+    reported = markdown_table(body.split("its data, not ours):", 1)[1])
+    assert reported[0] == {"": "Transformer", "En-De": "27.30", "En-Fr": "38.10", "#Params": "-"}
+
+
+def test_a_score_far_below_the_baselines_is_marked_with_its_training_log(tmp_path: Path,
+                                                                       papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    record = json.loads(path.read_text())
+    record["bleu"]["tokenized"] = 0.5  # under a quarter of the baseline's 27.00
+    path.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    big = rows_of(text)["Transformer big"]
+    assert big["BLEU"].startswith("0.50▲†")
+    assert "†" not in big["sacreBLEU"] and "†" not in rows_of(text)["Transformer"]["BLEU"]
+    body = section(text, TABLE)
+    note = next(line for line in body.splitlines() if line.startswith("- † did not learn"))
+    assert note.startswith("- † did not learn: Transformer big (BLEU): 0.50 against the "
+                           "baseline's 27.00; training log [")
+    (target,) = re.findall(r"\]\(([^)]+)\)", note)
+    assert (tmp_path / "report" / target).resolve() == (
+        tmp_path / BIG1 / "train_log.jsonl").resolve()
 
 
 @pytest.mark.parametrize(("value", "text"), [
