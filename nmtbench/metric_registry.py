@@ -25,6 +25,8 @@ class Metric:
     pattern: str | None  # str.format pattern of one value; None: a parameter count (74M)
     significance: bool = False  # BLEU-like: the paired bootstrap (compare-mt) marks it
     quality: bool = False  # a score of the output, higher is better (BLEU, ROUGE)
+    lower_is_better: bool = False  # latency, parameter counts
+    decoded: bool = True  # measured on a decoding (False: a property of the trained model)
 
     def format(self, value: float) -> str:
         if self.pattern is None:
@@ -40,10 +42,13 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}", quality=True),
     Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}", quality=True),
     Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}", quality=True),
-    Metric("latency_ms", "latency", ("latency_ms", "median"), "latency (ms)", "{:.1f} ms"),
+    Metric("latency_ms", "latency", ("latency_ms", "median"), "latency (ms)", "{:.1f} ms",
+           lower_is_better=True),
     Metric("speedup", "latency", ("speedup",), "speedup", "{:.2f}x"),
-    Metric("params_trained", "metrics", ("params", "trained"), "#trained parameters", None),
-    Metric("params_total", "metrics", ("params", "total"), "#parameters", None),
+    Metric("params_trained", "metrics", ("params", "trained"), "#trained parameters", None,
+           lower_is_better=True, decoded=False),
+    Metric("params_total", "metrics", ("params", "total"), "#parameters", None,
+           lower_is_better=True, decoded=False),
 )}
 
 

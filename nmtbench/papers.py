@@ -15,10 +15,12 @@ import jsonschema
 import yaml
 
 from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.metric_registry import METRICS
 from nmtbench.schema import Validator
 
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 SCHEMA = "schema.yaml"
+QUALITY = {name for name, metric in METRICS.items() if metric.quality}
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,22 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A paper's own finding in checkable form: on its table's `columns`, `row` is better
+    than `than` (higher for scores and speedups, lower for latency and parameter counts),
+    or its values exceed `above`."""
+
+    paper: str
+    claim: str
+    source: str
+    table: str  # "<paper>.<table>"
+    columns: list[str]  # column keys
+    row: str
+    than: str | None = None
+    above: float | None = None
+
+
+@dataclass(frozen=True)
 class Figure:
     name: str
     paper: str
@@ -80,6 +98,7 @@ class Catalogue:
     experiments: dict[str, dict[str, Any]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     papers: dict[str, dict[str, str]] = field(default_factory=dict)  # title, citation, source
+    claims: list[Claim] = field(default_factory=list)
     methods: set[str] = field(default_factory=set)  # every method name the schema knows
 
     def names(self) -> list[str]:
@@ -130,6 +149,24 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
         if "baseline" in table and table["baseline"] not in rows:
             raise InputError(f"{path}: key 'tables.{tname}.baseline': {table['baseline']!r} "
                              "is not one of the table's rows")
+    for i, claim in enumerate(data.get("claims", [])):
+        where = f"{path}: key 'claims.{i}"
+        table = data["tables"].get(claim["table"])
+        if table is None:
+            raise InputError(f"{where}.table': no table {claim['table']!r} in this file")
+        rows = [row["experiment"] for row in table["rows"]]
+        for key in ("row", "than"):
+            if key in claim and claim[key] not in rows:
+                raise InputError(f"{where}.{key}': {claim[key]!r} is not a row of "
+                                 f"{claim['table']}")
+        for column in claim.get("columns", []):
+            if column not in table["columns"]:
+                raise InputError(f"{where}.columns': no column {column!r} in "
+                                 f"{claim['table']}; columns: {', '.join(table['columns'])}")
+        if not claim.get("columns") and not any(c["metric"] in QUALITY
+                                                for c in table["columns"].values()):
+            raise InputError(f"{where}.columns': {claim['table']} has no BLEU or ROUGE "
+                             "column; name the columns the claim is about")
     for fname, figure in data.get("figures", {}).items():
         if figure["kind"] == "sweep":
             names = figure["experiments"]
@@ -175,6 +212,8 @@ def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
         for tname, table in data["tables"].items():
             catalogue.tables[f"{paper}.{tname}"] = table_from_spec(f"{paper}.{tname}", paper,
                                                                    table)
+        catalogue.claims += [claim_from_spec(paper, c, catalogue.tables)
+                             for c in data.get("claims", [])]
         for fname, figure in data.get("figures", {}).items():
             spec = {k: v for k, v in figure.items()
                     if k not in ("kind", "caption", "dataset", "split")}
@@ -182,6 +221,14 @@ def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
                 f"{paper}.{fname}", paper, figure["kind"], figure["caption"],
                 figure["dataset"], figure["split"], spec)
     return catalogue
+
+
+def claim_from_spec(paper: str, spec: dict[str, Any], tables: dict[str, Table]) -> Claim:
+    """A claim, its columns defaulting to the table's quality-score columns."""
+    table = tables[f"{paper}.{spec['table']}"]
+    columns = spec.get("columns") or [c.key for c in table.columns if c.metric in QUALITY]
+    return Claim(paper, spec["claim"], spec["source"], table.name, columns, spec["row"],
+                 spec.get("than"), spec.get("above"))
 
 
 def table_from_spec(name: str, paper: str, spec: dict[str, Any]) -> Table:

@@ -34,7 +34,7 @@ from nmtbench.decode_settings import DecodeSettings
 from nmtbench.errors import InputError
 from nmtbench.method_registry import MethodInfo
 from nmtbench.metric_registry import METRICS
-from nmtbench.papers import Catalogue, Figure, Table
+from nmtbench.papers import Catalogue, Claim, Column, Figure, Table
 
 EXTERNAL = "external"
 NOT_IMPLEMENTED = "not implemented"
@@ -159,6 +159,12 @@ class Plan:
     @property
     def tables(self) -> list[Table]:
         return [self.catalogue.tables[n] for n in self.names if n in self.catalogue.tables]
+
+    @property
+    def claims(self) -> list[Claim]:
+        """The claims about the requested tables."""
+        requested = {table.name for table in self.tables}
+        return [c for c in self.catalogue.claims if c.table in requested]
 
     @property
     def figures(self) -> list[Figure]:
@@ -400,6 +406,22 @@ class Plan:
                                  f"{table.name} column {col.key!r}"))
                 for i, row in enumerate(table.rows) for j, col in enumerate(table.columns)]
 
+    def claim_cells(self, claim: Claim) -> list[tuple[Column, Cell, Cell | None]]:
+        """Per column a claim is about: the claimed row's cell and the cell it is compared
+        with (None for a claim against a number). Columns that are one measurement on this
+        data (the same split, metric and cells) are listed once."""
+        table = self.catalogue.tables[claim.table]
+        rows = {row.experiment: row for row in table.rows}
+        cells, seen = [], set()
+        for col in (c for c in table.columns if c.key in claim.columns):
+            pair = tuple(None if name is None else self.cell(
+                rows[name].dataset(col), name, f"{claim.table} column {col.key!r}")
+                for name in (claim.row, claim.than))
+            if (col.split, col.metric, pair) not in seen:
+                seen.add((col.split, col.metric, pair))
+                cells.append((col, *pair))
+        return cells
+
     def figure_cells(self, figure: Figure) -> list[Cell]:
         return [self.cell(figure.dataset, e, figure.name) for e in figure.experiments()]
 
@@ -417,6 +439,12 @@ class Plan:
                     files.update(self.cell_files(cell, col.split, col.metric, seed, base))
                     if METRICS[col.metric].significance and tested_against(cell, base):
                         files.add(bootstrap_file(cell, base, col.split, seed))
+        for claim in self.claims:  # a claim between two rows: their own significance test
+            for col, cell, other in self.claim_cells(claim):
+                if (other is not None and METRICS[col.metric].significance
+                        and cell.status == other.status == "ok" and tested_against(cell, other)):
+                    files.update(bootstrap_file(cell, other, col.split, seed)
+                                 for seed in self.seeds)
         for figure in self.figures:
             for cell in self.figure_cells(figure):
                 if cell.status != "ok":

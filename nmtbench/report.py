@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 from nmtbench import figures, layout
+from nmtbench.claims import HOLDS, check_claims
 from nmtbench.devices import cpu_model
 from nmtbench.errors import InputError
 from nmtbench.fileio import write_text
@@ -80,6 +81,8 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
             png = Path(os.path.relpath(drawn.paths[0], out.parent)).as_posix()
             lines += [f"### {figure.name}", "", f"![{figure.name}]({quote(png)})", "",
                       drawn.caption, ""]
+    if plan.catalogue.claims:
+        lines += ["", *_claims_section(plan, results)]
     if plan.pretrained_targets():
         lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
     if results.stale:
@@ -251,6 +254,23 @@ def _format(values: list[float], metric: str) -> str:
     if len(values) == 1 or (METRICS[metric].pattern is None and len(set(values)) == 1):
         return fmt(values[0])
     return f"{fmt(statistics.mean(values))} ± {fmt(statistics.stdev(values))}"
+
+
+def _claims_section(plan: Plan, results: Results) -> list[str]:
+    """Each paper's findings: its numbers, ours, and whether the finding holds on our runs."""
+    verdicts = check_claims(plan, results)
+    held = sum(v.holds.startswith(HOLDS) for v in verdicts)
+    checked = sum(not v.holds.startswith(("not run", "not checked")) for v in verdicts)
+    rows = [{"Claim": f"{v.claim.claim} ({v.claim.paper}: {v.claim.source})",
+             "Table": v.claim.table, "Paper": v.paper, "Ours": v.ours, "On our runs": v.holds}
+            for v in verdicts]
+    return ["## Claims", "",
+            f"The papers' own findings (`claims:` in papers/*.yaml), checked on the runs above: "
+            f"{held} of the {checked} checked hold, of {len(verdicts)} transcribed. A row is "
+            f"better when its number is higher (scores, speedups) or lower (latency, "
+            f"parameters); {BETTER}/{WORSE}: the paired bootstrap between the two rows says so "
+            "in every seed. Ours are means over seeds; a claim about a table this config does "
+            "not request is not run.", "", _markdown(pd.DataFrame(rows))]
 
 
 def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:

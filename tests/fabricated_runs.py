@@ -87,6 +87,18 @@ PAPER_YAML = {
             ],
         },
     },
+    "claims": [
+        {"claim": "Big beats base", "source": "abstract", "table": "table1",
+         "row": "trm-big", "than": "trm-base"},
+        {"claim": "Base is smaller", "source": "Table 1", "table": "table1",
+         "columns": ["params"], "row": "trm-base", "than": "trm-big"},
+        {"claim": "Big is faster", "source": "Section 4", "table": "table1",
+         "columns": ["speedup"], "row": "trm-big", "above": 1.0},
+        {"claim": "AB-Net beats base", "source": "conclusion", "table": "table1",
+         "columns": ["bleu"], "row": "abnet", "than": "trm-base"},
+        {"claim": "Base beats AB-Net in two pairs", "source": "Table 2", "table": "table2",
+         "row": "trm-base", "than": "abnet"},
+    ],
     "figures": {
         "figure1": {
             "kind": "sweep", "caption": "BLEU and trained parameters by model size.",

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from nmtbench.errors import InputError
+from nmtbench.metric_registry import METRICS
 from nmtbench.papers import PAPERS_DIR, load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +142,11 @@ def _table(d):
     return d["tables"]["table1"]
 
 
+# a claim about toyworld.yaml's table1
+_CLAIM = {"claim": "all pairs beat 500", "source": "nowhere", "table": "table1",
+          "row": "transformer-tiny", "than": "transformer-tiny-500"}
+
+
 @pytest.mark.parametrize("mutate, key, message", [
     (lambda d: _table(d)["rows"][1].update(experiment="transformer-tinny"),
      "tables.table1.rows.1.experiment", "unknown experiment 'transformer-tinny'"),
@@ -163,6 +169,14 @@ def _table(d):
     (lambda d: d["figures"]["figure1"].pop("y"), "figures.figure1", "'y' is a required"),
     (lambda d: d["experiments"]["transformer-tiny"].update(method="magic"),
      "experiments.transformer-tiny.method", "'magic' is not one of"),
+    (lambda d: d.update(claims=[dict(_CLAIM, table="table9")]), "claims.0.table",
+     "no table 'table9' in this file"),
+    (lambda d: d.update(claims=[dict(_CLAIM, than="ghost")]), "claims.0.than",
+     "'ghost' is not a row of table1"),
+    (lambda d: d.update(claims=[dict(_CLAIM, columns=["bleuu"])]), "claims.0.columns",
+     "no column 'bleuu' in table1; columns: bleu, sacrebleu, params"),
+    (lambda d: d.update(claims=[dict(_CLAIM, above=1.0)]), "claims.0",
+     "is valid under each of"),
     (lambda d: d.pop("title"), "(top level)", "'title' is a required property"),
     (lambda d: d.update(paper="toy"), "paper",
      "is 'toy' but must equal the file name 'toyworld'"),
@@ -229,3 +243,24 @@ def test_non_utf8_and_missing_schema(papers):
     (papers / "schema.yaml").unlink()
     with pytest.raises(InputError, match="schema.yaml: missing"):
         load_catalogue(papers)
+
+
+def test_every_claim_agrees_with_the_papers_own_numbers(catalogue):
+    """A transcribed claim is a finding the paper's own table shows, on every column it names
+    where the table has both numbers (and at least one)."""
+    for claim in catalogue.claims:
+        table = catalogue.tables[claim.table]
+        rows = {row.experiment: row for row in table.rows}
+        compared = 0
+        for col in (c for c in table.columns if c.key in claim.columns):
+            ours = rows[claim.row].reported.get(col.key)
+            theirs = claim.above if claim.than is None else rows[claim.than].reported.get(col.key)
+            if ours is None or theirs is None:
+                continue
+            assert (ours < theirs if METRICS[col.metric].lower_is_better else ours > theirs), (
+                claim.claim, col.key, ours, theirs)
+            compared += 1
+        assert compared, claim.claim
+    # every paper with a method in the harness states findings
+    assert {c.paper for c in catalogue.claims} >= {
+        "abnet2020", "bertfused2020", "ctnmt2020", "bertkd2020", "deepfusion2022"}

@@ -84,6 +84,11 @@ tables:
       - {experiment: base, label: Base, reported: {bleu: 30.0}}
       - {experiment: half-data, label: Half, reported: {}}
       - {experiment: big, label: Big, reported: {bleu: 31.0}, trained_on: wmt14-en-de}
+claims:
+  - {claim: half the data beats beam 2, source: nowhere, table: table1, row: half-data,
+     than: base-beam2}
+  - {claim: half the data is faster, source: nowhere, table: table1, columns: [speedup],
+     row: half-data, above: 1.0}
 figures:
   figure1:
     kind: sweep
@@ -380,13 +385,15 @@ def test_table_targets_metrics_latency_and_bootstrap(catalogue):
         f"{h}/metrics.test.{T5}.json", f"{h}/metrics.valid.{T5}.json",
         f"{h}/latency.{T5}.vs.base.{T5}.json",
         f"{h}/bootstrap.test.{T5}.vs.base.{T5}.json",
+        # the claim that half-data beats base-beam2: their own paired bootstrap
+        f"{h}/bootstrap.test.{T5}.vs.base.{T2}.json",
         # no bootstrap.valid: only the params column reads the valid split, and a parameter
         # count has no significance test
     }
     table = catalogue.tables["mini.table1"]
     assert plan.baseline_cell(table, 0) == plan.cell("iwslt14-de-en", "base", "x")
     targets = plan_for(catalogue, tables=["mini.table1"], seeds=[1, 2]).targets()
-    assert len(targets) == 22
+    assert len(targets) == 24
     assert f"{h}/latency.{T5}.vs.base.{T5}.json".replace("seed1", "seed2") in targets
     assert targets == sorted(targets)
 

@@ -318,6 +318,36 @@ def test_a_score_far_below_the_baselines_is_marked_with_its_training_log(tmp_pat
         tmp_path / BIG1 / "train_log.jsonl").resolve()
 
 
+def test_claims_are_checked_on_our_runs(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    rows = markdown_table(section(render(plan, tmp_path), "Claims"))
+    verdicts = {row["Claim"].split(" (")[0]: row for row in rows}
+    assert list(verdicts) == ["Big beats base", "Base is smaller", "Big is faster",
+                              "AB-Net beats base", "Base beats AB-Net in two pairs"]
+    big = verdicts["Big beats base"]
+    assert big["Paper"] == "BLEU: 28.40 vs 27.30"  # sacreBLEU: the paper gives none for big
+    assert big["Ours"] == "BLEU: 28.50▲ vs 27.50; sacreBLEU: 27.12▲ vs 26.25"
+    assert big["On our runs"] == "holds (significant)"
+    smaller = verdicts["Base is smaller"]  # 74M trained parameters against 765,432
+    assert smaller["Ours"] == "#Params: 74M vs 765,432"
+    assert smaller["On our runs"] == "does not hold"
+    assert verdicts["Big is faster"]["Ours"] == "Speedup: 1.80x vs 1.00x"
+    assert verdicts["Big is faster"]["On our runs"] == "holds"
+    assert verdicts["AB-Net beats base"]["On our runs"] == "not checked: abnet not implemented"
+    assert verdicts["Base beats AB-Net in two pairs"]["On our runs"] == (
+        f"not run ({PAPER}.table2 is not requested)")
+
+
+def test_a_claim_between_rows_that_are_one_measurement_is_not_checked(tmp_path: Path,
+                                                              papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1], toy=True)
+    rows = markdown_table(section(render(plan, tmp_path), "Claims"))
+    verdicts = {row["Claim"].split(" (")[0]: row["On our runs"] for row in rows}
+    # one run, two decodings: BLEU compares the decodings; a parameter count cannot
+    assert verdicts["Big beats base"] == "holds (significant)"
+    assert verdicts["Base is smaller"] == "not checked: both rows are one run on this data"
+
+
 @pytest.mark.parametrize(("value", "text"), [
     (74_000_000, "74M"), (213_500_000, "213.5M"), (1_000_000, "1M"), (36_700_000, "36.7M"),
     (999_999, "999,999"), (765_432, "765,432"),
