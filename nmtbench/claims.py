@@ -41,7 +41,8 @@ def check_claims(plan: Plan, results: Results) -> list[Verdict]:
 def _check(plan: Plan, results: Results, claim: Claim) -> Verdict:
     ours, outcomes, untestable = [], [], []
     table = plan.catalogue.tables[claim.table]
-    for col, cell, other in plan.claim_cells(claim):
+    for columns, cell, other in plan.claim_cells(claim):
+        col = columns[0]
         reason = _untestable(cell, other, METRICS[col.metric].decoded)
         if reason:
             untestable.append(reason)
@@ -57,8 +58,8 @@ def _check(plan: Plan, results: Results, claim: Claim) -> Verdict:
         if other is not None and METRICS[col.metric].significance and tested_against(cell,
                                                                                      other):
             mark = results.significance(cell, other, col.split)
-        fmt = METRICS[col.metric].format
-        ours.append(f"{col.label}: {fmt(mine)}{mark} vs {fmt(theirs)}")
+        label = " / ".join(c.label for c in columns)
+        ours.append(f"{label}: {_versus(claim, col, mine, theirs, mark)}")
         outcomes.append((better, mark))
     return Verdict(claim, _paper_numbers(plan, claim), "; ".join(ours) or "-",
                    _summary(outcomes, untestable))
@@ -110,10 +111,17 @@ def _paper_numbers(plan: Plan, claim: Claim) -> str:
     rows = {row.experiment: row for row in table.rows}
     parts = []
     for col in (c for c in table.columns if c.key in claim.columns):
-        fmt = METRICS[col.metric].format
         mine = rows[claim.row].reported.get(col.key)
         theirs = (claim.above if claim.than is None
                   else rows[claim.than].reported.get(col.key))
         if mine is not None and theirs is not None:
-            parts.append(f"{col.label}: {fmt(mine)} vs {fmt(theirs)}")
+            parts.append(f"{col.label}: {_versus(claim, col, mine, theirs)}")
     return "; ".join(parts) or "-"
+
+
+def _versus(claim: Claim, col: Column, mine: float, theirs: float, mark: str = "") -> str:
+    """"28.50▲ vs 27.50" for two rows, "2.38x (above 2.00x)" against a number."""
+    fmt = METRICS[col.metric].format
+    if claim.than is None:
+        return f"{fmt(mine)} (above {fmt(theirs)})"
+    return f"{fmt(mine)}{mark} vs {fmt(theirs)}"

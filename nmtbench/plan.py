@@ -406,21 +406,19 @@ class Plan:
                                  f"{table.name} column {col.key!r}"))
                 for i, row in enumerate(table.rows) for j, col in enumerate(table.columns)]
 
-    def claim_cells(self, claim: Claim) -> list[tuple[Column, Cell, Cell | None]]:
-        """Per column a claim is about: the claimed row's cell and the cell it is compared
-        with (None for a claim against a number). Columns that are one measurement on this
-        data (the same split, metric and cells) are listed once."""
+    def claim_cells(self, claim: Claim) -> list[tuple[list[Column], Cell, Cell | None]]:
+        """The columns a claim is about, those that are one measurement on this data (the
+        same split, metric and cells) together, each with the claimed row's cell and the cell
+        it is compared with (None for a claim against a number)."""
         table = self.catalogue.tables[claim.table]
         rows = {row.experiment: row for row in table.rows}
-        cells, seen = [], set()
+        groups: dict[tuple, list[Column]] = {}
         for col in (c for c in table.columns if c.key in claim.columns):
             pair = tuple(None if name is None else self.cell(
                 rows[name].dataset(col), name, f"{claim.table} column {col.key!r}")
                 for name in (claim.row, claim.than))
-            if (col.split, col.metric, pair) not in seen:
-                seen.add((col.split, col.metric, pair))
-                cells.append((col, *pair))
-        return cells
+            groups.setdefault((col.split, col.metric, pair), []).append(col)
+        return [(cols, *pair) for (_, _, pair), cols in groups.items()]
 
     def figure_cells(self, figure: Figure) -> list[Cell]:
         return [self.cell(figure.dataset, e, figure.name) for e in figure.experiments()]
@@ -440,7 +438,7 @@ class Plan:
                     if METRICS[col.metric].significance and tested_against(cell, base):
                         files.add(bootstrap_file(cell, base, col.split, seed))
         for claim in self.claims:  # a claim between two rows: their own significance test
-            for col, cell, other in self.claim_cells(claim):
+            for (col, *_), cell, other in self.claim_cells(claim):
                 if (other is not None and METRICS[col.metric].significance
                         and cell.status == other.status == "ok" and tested_against(cell, other)):
                     files.update(bootstrap_file(cell, other, col.split, seed)

@@ -331,7 +331,7 @@ def test_claims_are_checked_on_our_runs(tmp_path: Path, papers: Path) -> None:
     smaller = verdicts["Base is smaller"]  # 74M trained parameters against 765,432
     assert smaller["Ours"] == "#Params: 74M vs 765,432"
     assert smaller["On our runs"] == "does not hold"
-    assert verdicts["Big is faster"]["Ours"] == "Speedup: 1.80x vs 1.00x"
+    assert verdicts["Big is faster"]["Ours"] == "Speedup: 1.80x (above 1.00x)"
     assert verdicts["Big is faster"]["On our runs"] == "holds"
     assert verdicts["AB-Net beats base"]["On our runs"] == "not checked: abnet not implemented"
     assert verdicts["Base beats AB-Net in two pairs"]["On our runs"] == (
@@ -346,6 +346,12 @@ def test_a_claim_between_rows_that_are_one_measurement_is_not_checked(tmp_path: 
     # one run, two decodings: BLEU compares the decodings; a parameter count cannot
     assert verdicts["Big beats base"] == "holds (significant)"
     assert verdicts["Base is smaller"] == "not checked: both rows are one run on this data"
+    # both language pairs of table2 are the toy world: one comparison, both columns named
+    plan = setup(tmp_path, papers, [1], toy=True, tables=[f"{PAPER}.table2"])
+    (claim,) = [c for c in plan.claims if c.table == f"{PAPER}.table2"]
+    (columns, cell, other), = plan.claim_cells(claim)
+    assert [c.key for c in columns] == ["en_de", "en_fr"]
+    assert (cell.experiment, other.experiment) == ("trm-base", "abnet")
 
 
 @pytest.mark.parametrize(("value", "text"), [
