@@ -120,8 +120,8 @@ def _paper_numbers(plan: Plan, claim: Claim) -> str:
 
 
 def _versus(claim: Claim, col: Column, mine: float, theirs: float, mark: str = "") -> str:
-    """"28.50▲ vs 27.50" for two rows, "2.38x (above 2.00x)" against a number."""
+    """"28.50▲ vs 27.50" for two rows, "2.38x (claimed: above 2.00x)" against a number."""
     fmt = METRICS[col.metric].format
     if claim.than is None:
-        return f"{fmt(mine)} (above {fmt(theirs)})"
+        return f"{fmt(mine)} (claimed: above {fmt(theirs)})"
     return f"{fmt(mine)}{mark} vs {fmt(theirs)}"
