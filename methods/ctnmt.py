@@ -9,7 +9,9 @@ an NMT model is trained with it, each a setting, together "CTNMT + ALL".
   the two, g = sigmoid(W h_lm + U h_nmt + b), h = g * h_lm + (1 - g) * h_nmt (Eq. 6-7).
 - `distillation` (asymptotic distillation): L = alpha L_nmt + (1 - alpha) L_kd, L_kd the squared
   error between the NMT encoder's top layer and the frozen pre-trained BERT's last layer
-  (Eq. 4-5); the BERT is only a teacher, nothing of it is needed to translate.
+  (Eq. 4-5); the BERT is only a teacher, nothing of it is needed to translate. With
+  `distill_side: decoder` (Table 2, "BERT Dec") the student is the decoder's top layer and the
+  teacher a target-side BERT (`tgt_bert`) reading the reference.
 
 Which encoder the model has follows from the switches: with the dynamic switch, the BERT and a
 Transformer encoder, gated; with rate scheduling alone, the BERT itself, fine-tuned (the
@@ -29,8 +31,15 @@ Details the excerpt of the paper leaves to us, and what we chose:
   slanted triangular rates, which the paper cites) and reaches 0 at 50%, so the BERT is frozen
   for the second half ("keep the BERT parameters frozen"); the paper's figure gives no numbers;
 - the teacher BERT runs in eval mode (no dropout), so its states are fixed targets;
-- distillation into the decoder and GPT-2 as the teacher (Table 2) are not built yet: those
-  experiments' cells say "not implemented".
+- into the decoder: at each target position, the states the decoder's output layer reads
+  (having seen the target prefix up to that token) are pulled towards the target BERT's last
+  layer at the same token of [CLS] y [SEP] (having seen the whole sentence: the mismatch the
+  paper gives for the decoder's smaller gain); the squared error is summed over real target
+  tokens, like the encoder's over source tokens;
+- GPT-2 as the teacher (Table 2) is not built: a GPT-2 checkpoint's byte-level BPE has no
+  padding, [CLS] or [SEP] token, so it cannot be the vocabulary of the side it would read, as
+  every pre-trained model here is (`nmtbench.tokenization.vocab_of`); those cells say "not
+  implemented".
 """
 
 from __future__ import annotations
@@ -124,7 +133,8 @@ class CTNMTModel(EncoderDecoder):
         self.teacher = teacher
         self.distill_proj: nn.Module = nn.Identity()
         if teacher is not None:
-            student_width = (encoder.bert.config.hidden_size if encoder.nmt is None
+            student_width = (encoder.bert.config.hidden_size
+                             if encoder.nmt is None and settings.distill_side == "encoder"
                              else settings.d_model)
             if student_width != teacher.config.hidden_size:
                 self.distill_proj = nn.Linear(student_width, teacher.config.hidden_size,
@@ -139,15 +149,23 @@ class CTNMTModel(EncoderDecoder):
 
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
         encoded = self.encoder(batch.src)
-        losses = self.token_losses(self.decoder(batch.tgt_in, encoded), batch)
+        states = self.decoder.states(batch.tgt_in, encoded)
+        losses = self.token_losses(self.decoder.project(states), batch)
         if self.teacher is None:
             return losses
+        if self.settings.distill_side == "decoder":  # the teacher reads [CLS] y [SEP]
+            text, pad = torch.cat([batch.tgt_in[:, :1], batch.tgt_out], 1), self.tgt_vocab.pad
+            student, mask = states, batch.tgt_in != pad
+        else:  # [CLS] x [SEP]
+            text, pad = batch.src, self.src_vocab.pad
+            student, mask = encoded.context["student"], encoded.context["student_mask"]
         with torch.no_grad():
-            keep = batch.src != self.src_vocab.pad
-            target = self.teacher(input_ids=batch.src,
-                                  attention_mask=keep.long()).last_hidden_state
-        student, mask = encoded.context["student"], encoded.context["student_mask"]
-        target = target[:, target.size(1) - student.size(1):]  # the student's positions
+            target = self.teacher(input_ids=text,
+                                  attention_mask=(text != pad).long()).last_hidden_state
+        if self.settings.distill_side == "decoder":
+            target = target[:, :student.size(1)]  # [CLS] y, the decoder's inputs
+        else:
+            target = target[:, target.size(1) - student.size(1):]  # the student's positions
         error = (self.distill_proj(student).float() - target.float()).pow(2).mean(dim=-1)
         distill = error.masked_select(mask).sum()
         losses.terms["distill"] = distill
@@ -171,6 +189,7 @@ class CTNMTModel(EncoderDecoder):
 @dataclass
 class CTNMTSettings(SizedSettings):
     src_bert: str | None = None
+    tgt_bert: str | None = None  # the teacher of distillation into the decoder
     distillation: bool = False
     distill_alpha: float = 0.5  # alpha of Eq. 5
     distill_teacher: str = "bert"
@@ -185,7 +204,7 @@ class CTNMT(Method):
     """A Transformer with a BERT on the source side and CTNMT's strategies."""
 
     settings = CTNMTSettings
-    checkpoint_roles = {"src_bert": "src"}
+    checkpoint_roles = {"src_bert": "src", "tgt_bert": "tgt"}
     autoregressive = CTNMTModel
 
     @classmethod
@@ -205,9 +224,12 @@ class CTNMT(Method):
             bert = mark_pretrained(load_model(source, weights=weights, add_pooling_layer=False))
             check_vocab(src_vocab.size, bert, "source")
         if s.distillation:  # frozen: reloaded from the checkpoint directory
-            teacher = mark_pretrained(load_model(source, weights=weights,
-                                                 add_pooling_layer=False))
-            check_vocab(src_vocab.size, teacher, "source")
+            decoder_side = s.distill_side == "decoder"
+            teacher = mark_pretrained(load_model(
+                (pretrained or {}).get("tgt_bert", s.tgt_bert) if decoder_side else source,
+                weights=weights, add_pooling_layer=False))
+            check_vocab((tgt_vocab if decoder_side else src_vocab).size, teacher,
+                        "target" if decoder_side else "source")
             teacher.requires_grad_(False)
         src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
                                                                              arch.d_model)
@@ -229,9 +251,13 @@ def _check(s: CTNMTSettings) -> None:
     if not (s.distillation or s.dynamic_switch or s.rate_scheduling):
         raise InputError("ctnmt with distillation, dynamic_switch and rate_scheduling all off "
                          "is the Transformer: use method transformer")
-    if s.distill_side != "encoder" or s.distill_teacher != "bert":
-        raise InputError(f"ctnmt distills BERT into the encoder only (distill_side "
-                         f"{s.distill_side!r}, distill_teacher {s.distill_teacher!r})")
+    if s.distill_teacher != "bert":
+        raise InputError(f"ctnmt distill_teacher {s.distill_teacher!r}: only bert is built (a "
+                         "GPT-2 vocabulary cannot be a side's vocabulary)")
+    if s.distillation and s.distill_side == "decoder" and not s.tgt_bert:
+        raise InputError("ctnmt distill_side decoder needs `tgt_bert` (the target-side BERT "
+                         "teacher); set it in the experiment or as the dataset's "
+                         "checkpoints.tgt")
     if not 0 < s.rate_peak < s.rate_end <= 1:
         raise InputError(f"ctnmt rate_peak {s.rate_peak} and rate_end {s.rate_end}: need "
                          "0 < rate_peak < rate_end <= 1")

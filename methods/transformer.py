@@ -362,16 +362,22 @@ class TransformerDecoder(nn.Module):
                                      for _ in range(cfg.decoder_layers)))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
 
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.norm(x), self.embed.weight)  # (B, T, V)
+    def project(self, states: torch.Tensor) -> torch.Tensor:
+        """The output layer: states (..., D) -> logits (..., V), tied to the embeddings."""
+        return F.linear(states, self.embed.weight)
 
-    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
-        """tokens (B, T) -> logits (B, T, V), every position at once (teacher forcing)."""
+    def states(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
+        """tokens (B, T) -> the states the output layer reads (B, T, D), every position at
+        once (teacher forcing): the last layer's, after the final norm of a pre-norm stack."""
         tgt_mask = None if self.causal else (tokens != self.embed.padding_idx)[:, None, None, :]
         x = self.embedder(self.embed, tokens)
         for layer in self.layers:
             x, _ = layer(x, layer.memory_state(encoded), encoded.mask, tgt_mask=tgt_mask)
-        return self._logits(x)
+        return self.norm(x)
+
+    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, V), every position at once (teacher forcing)."""
+        return self.project(self.states(tokens, encoded))
 
     def start(self, encoded: Encoded) -> dict[str, torch.Tensor]:
         state = {"src_mask": encoded.mask[:, 0, 0, :]}  # (B, S)
@@ -392,7 +398,7 @@ class TransformerDecoder(nn.Module):
             memory = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
             cache = (state[f"self_k{i}"], state[f"self_v{i}"])
             x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(x, memory, src_mask, cache)
-        return self._logits(x)[:, 0]
+        return self.project(self.norm(x))[:, 0]
 
 
 def reorder(state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:

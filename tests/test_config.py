@@ -329,10 +329,11 @@ def test_smoke_config_shrinks_sizes_but_keeps_the_dag():
     default_cfg = nmtconfig.load_config([DEFAULT])
     smoke_cfg = nmtconfig.load_config([DEFAULT, SMOKE])
     smoke = nmtconfig.check(smoke_cfg, SCHEMA)
-    # the smoke tables: the default's plus the toy world's own table and figure, and AB-Net's
-    # back-translation sweep
+    # the smoke tables: the default's plus the toy world's own table and figure, AB-Net's
+    # back-translation sweep and CTNMT's distillation ablation
     assert set(smoke_cfg["tables"]) == {*default_cfg["tables"], "toyworld.table1",
-                                        "toyworld.figure1", "abnet2020.figure3b"}
+                                        "toyworld.figure1", "abnet2020.figure3b",
+                                        "ctnmt2020.table2"}
     default_cfg["tables"] = smoke_cfg["tables"]
     assert _runs(smoke) == _runs(nmtconfig.check(default_cfg, SCHEMA))
     assert smoke_cfg["datasets"]["toy"]["lowercase"] is False  # kept from config.yaml

@@ -128,9 +128,33 @@ def test_the_teacher_stays_in_eval_mode(bert):
     assert model.encoder.bert.training
 
 
+def test_decoder_distillation_pulls_the_decoder_states_towards_the_target_bert(bert):
+    """Table 2's "BERT Dec": the squared error, summed over real target tokens, between the
+    states the decoder's output layer reads and the target BERT's last layer at the same token
+    of [CLS] y [SEP]; only the NMT model learns from it."""
+    model = ctnmt(bert, distillation=True, distill_side="decoder", tgt_bert=bert).eval()
+    b = batch()
+    with torch.no_grad():
+        losses = model.losses(b)
+        states = model.decoder.states(b.tgt_in, model.encoder(b.src))
+        text = torch.cat([b.tgt_in[:, :1], b.tgt_out], 1)  # [CLS] y [SEP]
+        teacher = model.teacher(input_ids=text,
+                                attention_mask=(text != BERT_VOCAB.pad).long()).last_hidden_state
+        error = (model.distill_proj(states) - teacher[:, :4]).pow(2).mean(-1)
+        expected = error.masked_select(b.tgt_in != BERT_VOCAB.pad).sum()
+    torch.testing.assert_close(losses.terms["distill"], expected)
+    model.train()
+    model.losses(b).terms["distill"].backward()
+    assert model.decoder.layers[0].ffn.fc1.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.teacher.parameters())
+
+
 @pytest.mark.parametrize("settings, message", [
     ({}, "ctnmt with distillation, dynamic_switch and rate_scheduling all off"),
-    ({"distillation": True, "distill_side": "decoder"}, "ctnmt distills BERT into the encoder"),
+    ({"distillation": True, "distill_side": "decoder"},
+     "ctnmt distill_side decoder needs `tgt_bert`"),
+    ({"distillation": True, "distill_teacher": "gpt2"},
+     "ctnmt distill_teacher 'gpt2': only bert is built"),
     ({"rate_scheduling": True, "rate_peak": 0.6, "rate_end": 0.5}, "need 0 < rate_peak"),
 ])
 def test_bad_settings_are_one_line(bert, settings, message):

@@ -103,6 +103,7 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
         "distillation": {"src_bert": TINY_BERTS["src_bert"], "distillation": True},
         "distilled-bert-encoder": {"src_bert": TINY_BERTS["src_bert"], "distillation": True,
                                    "rate_scheduling": True},
+        "distillation-decoder": {**TINY_BERTS, "distillation": True, "distill_side": "decoder"},
     },
 }
 
