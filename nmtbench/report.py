@@ -106,7 +106,7 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     cells = plan.table_cells(table)
     comparable = {(i, j): plan.comparable(table.rows[i].dataset(table.columns[j]), cell.dataset)
                   for i, j, cell in cells}
-    merged = _merged_columns(table, cells, comparable)
+    merged = plan.column_groups(table)
     rows, shared, unlearned = [], {}, []
     for i, row in enumerate(table.rows):
         rendered: dict[str, str] = {"": row.label}
@@ -164,21 +164,6 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     if notes:
         lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
     return lines
-
-
-def _merged_columns(table: Table, cells: list[tuple[int, int, Cell]],
-                    comparable: dict[tuple[int, int], bool]) -> list[list[int]]:
-    """The table's columns, those that are one measurement on this data joined (e.g. the
-    three language pairs of a table, all mapped onto the toy world): same split and metric,
-    and in every row the same run and decoding. A column on the paper's own data stays alone
-    (it shows the paper's number)."""
-    groups: dict[tuple, list[int]] = {}
-    for j, col in enumerate(table.columns):
-        column_cells = [cell for _, k, cell in cells if k == j]
-        key = (col.split, col.metric, *column_cells) if not any(
-            comparable[(i, j)] for i in range(len(table.rows))) else (j,)
-        groups.setdefault(key, []).append(j)
-    return list(groups.values())
 
 
 def _cell_text(plan: Plan, results: Results, table: Table, column: int,
