@@ -203,7 +203,8 @@ def _unlearned(plan: Plan, results: Results, col, cell: Cell, baseline: Cell | N
                ours: float) -> str:
     """A score under UNLEARNED_FRACTION of the baseline's (which must itself have learned
     something): the run did not learn the task, which the bare number would hide. Says so
-    with both scores and both runs' best valid losses (first seed)."""
+    with both scores (not valid losses: a method's loss may add terms of its own, so two runs'
+    losses need not be comparable; its training log has them)."""
     if (not METRICS[col.metric].quality or baseline is None
             or (baseline.run, baseline.tag) == (cell.run, cell.tag)):
         return ""
@@ -213,11 +214,7 @@ def _unlearned(plan: Plan, results: Results, col, cell: Cell, baseline: Cell | N
             ours >= UNLEARNED_FRACTION * statistics.mean(theirs)):
         return ""
     fmt = METRICS[col.metric].format
-    losses = [(read_result(results.path(c.file(layout.TRAIN_SUMMARY, plan.seeds[0]))) or {}
-               ).get("best_valid_loss") for c in (cell, baseline)]
-    loss = (f"; best valid loss {losses[0]:.2f} against {losses[1]:.2f}"
-            if None not in losses else "")
-    return f"{fmt(ours)} against the baseline's {fmt(statistics.mean(theirs))}{loss}"
+    return f"{fmt(ours)} against the baseline's {fmt(statistics.mean(theirs))}"
 
 
 def _check_results_dir(plan: Plan, results: Results) -> None:
