@@ -30,6 +30,12 @@ SIG_CASED = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
 SIG_LC = "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0"
 SIG_TOK = "nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:2.6.0"
 
+
+def _column(label: str, dataset: str, metric: str) -> dict[str, str]:
+    """A table column on the test split."""
+    return {"label": label, "dataset": dataset, "split": "test", "metric": metric}
+
+
 PAPER_YAML = {
     "paper": PAPER,
     "title": "A Toy Paper on BERT",
@@ -47,16 +53,11 @@ PAPER_YAML = {
             "caption": "Table 1: the toy table.",
             "baseline": "trm-base",
             "columns": {
-                "bleu": {"label": "BLEU", "dataset": DATASET, "split": "test",
-                         "metric": "bleu_tokenized"},
-                "sacre": {"label": "sacreBLEU", "dataset": DATASET, "split": "test",
-                          "metric": "sacrebleu"},
-                "params": {"label": "#Params", "dataset": DATASET, "split": "test",
-                           "metric": "params_trained"},
-                "latency": {"label": "Latency", "dataset": DATASET, "split": "test",
-                            "metric": "latency_ms"},
-                "speedup": {"label": "Speedup", "dataset": DATASET, "split": "test",
-                            "metric": "speedup"},
+                "bleu": _column("BLEU", DATASET, "bleu_tokenized"),
+                "sacre": _column("sacreBLEU", DATASET, "sacrebleu"),
+                "params": _column("#Params", DATASET, "params_trained"),
+                "latency": _column("Latency", DATASET, "latency_ms"),
+                "speedup": _column("Speedup", DATASET, "speedup"),
             },
             "rows": [
                 {"experiment": "trm-base", "label": "Transformer", "note": "the baseline",
@@ -73,12 +74,9 @@ PAPER_YAML = {
             "caption": "Table 2: two language pairs.",
             "baseline": "trm-base",
             "columns": {
-                "en_de": {"label": "En-De", "dataset": DATASET, "split": "test",
-                          "metric": "bleu_tokenized"},
-                "en_fr": {"label": "En-Fr", "dataset": OTHER_DATASET, "split": "test",
-                          "metric": "bleu_tokenized"},
-                "params": {"label": "#Params", "dataset": OTHER_DATASET, "split": "test",
-                           "metric": "params_trained"},
+                "en_de": _column("En-De", DATASET, "bleu_tokenized"),
+                "en_fr": _column("En-Fr", OTHER_DATASET, "bleu_tokenized"),
+                "params": _column("#Params", OTHER_DATASET, "params_trained"),
             },
             "rows": [
                 {"experiment": "trm-base", "label": "Transformer",
