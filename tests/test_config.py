@@ -341,7 +341,7 @@ def test_smoke_config_shrinks_sizes_but_keeps_the_dag():
     settings = smoke.train_settings("toy", "transformer-tiny-500", seed=1)
     assert settings["train_pairs"] == 100  # smoke's experiments: entry over the paper's 500
     assert settings["encoder_layers"] == 1 and settings["size"] == "tiny"
-    assert settings["max_epochs"] == 2 and settings["lr"] == 0.003  # defaults merged
+    assert settings["max_epochs"] == 2 and settings["lr"] == 0.002  # defaults merged
 
 
 # --- resolved training settings ------------------------------------------------------------
