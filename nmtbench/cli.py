@@ -130,6 +130,14 @@ def cmd_decode(args: argparse.Namespace) -> None:
         write_json(args.info, info)
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from nmtbench.export import export_run
+
+    out = export_run(args.run_dir, args.out, args.checkpoint, args.average_last)
+    print(f"wrote {out}: load it with AutoModelForSeq2SeqLM.from_pretrained and "
+          "AutoTokenizer.from_pretrained(..., trust_remote_code=True)")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from nmtbench.evaluate import evaluate_run
 
@@ -327,6 +335,15 @@ def parser() -> argparse.ArgumentParser:
                    help="translate only the first N lines (there must be that many)")
     _decoding_arguments(s)
     s.set_defaults(func=cmd_decode)
+
+    s = sub.add_parser("export", help="write a trained Transformer as a Hugging Face model "
+                       "(FSMT) and tokenizer")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    s.add_argument("--average-last", type=int, default=0,
+                   help="average the last N epoch checkpoints instead")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("evaluate", help="score a run's hypotheses into metrics.json")
     s.add_argument("--summary", required=True, help="the run's train_summary.json")
