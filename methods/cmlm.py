@@ -105,9 +105,14 @@ class ConditionalMaskedLM(Model):
                       {"nll": nll_sum.item() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The state also holds what a `TransformerDecoder` reads of the memory (each layer's
+        keys and values), computed once for all mask-predict iterations."""
         encoded = self.encoder(src)
         context = {f"context.{k}": v for k, v in (encoded.context or {}).items()}
+        layers = (self.decoder.memory_states(encoded)
+                  if isinstance(self.decoder, TransformerDecoder) else {})
         return {"memory": encoded.memory, "src_mask": encoded.mask[:, 0, 0, :], **context,
+                **layers,
                 "length_lprobs": F.log_softmax(self._length_logits(encoded.length), dim=-1)}
 
     def predict(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -116,7 +121,9 @@ class ConditionalMaskedLM(Model):
                    if k.startswith("context.")}
         encoded = Encoded(state["memory"], state["src_mask"][:, None, None, :], None,
                           context or None)
-        logits = self.decoder(tokens, encoded)
+        logits = (self.decoder(tokens, encoded, state)  # its layers' memory, from encode
+                  if isinstance(self.decoder, TransformerDecoder)
+                  else self.decoder(tokens, encoded))
         return F.log_softmax(logits.float(), dim=-1)
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:

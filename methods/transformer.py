@@ -340,6 +340,7 @@ class TransformerDecoder(nn.Module):
     tied to the embeddings (no bias).
 
     Incremental state (`start`, `step`): a flat dict of tensors whose first dim is the batch:
+      "source" (B,) the source sentence each row decodes (see `reorder`);
       "src_mask" (B, S) True at real source tokens;
       "memory{i}.<name>": layer i's `memory_state` of the encoder output (its keys and
       values "memory{i}.k", "memory{i}.v" (B, H, S, Dh));
@@ -366,26 +367,37 @@ class TransformerDecoder(nn.Module):
         """The output layer: states (..., D) -> logits (..., V), tied to the embeddings."""
         return F.linear(states, self.embed.weight)
 
-    def states(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
+    def states(self, tokens: torch.Tensor, encoded: Encoded,
+               memory: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """tokens (B, T) -> the states the output layer reads (B, T, D), every position at
-        once (teacher forcing): the last layer's, after the final norm of a pre-norm stack."""
+        once (teacher forcing): the last layer's, after the final norm of a pre-norm stack.
+        `memory`: `memory_states(encoded)` when computed already (mask-predict's iterations
+        over one source)."""
         tgt_mask = None if self.causal else (tokens != self.embed.padding_idx)[:, None, None, :]
         x = self.embedder(self.embed, tokens)
-        for layer in self.layers:
-            x, _ = layer(x, layer.memory_state(encoded), encoded.mask, tgt_mask=tgt_mask)
+        for i, layer in enumerate(self.layers):
+            x, _ = layer(x, layer.memory_state(encoded) if memory is None
+                         else layer_memory(memory, i), encoded.mask, tgt_mask=tgt_mask)
         return self.norm(x)
 
-    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, encoded: Encoded,
+                memory: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """tokens (B, T) -> logits (B, T, V), every position at once (teacher forcing)."""
-        return self.project(self.states(tokens, encoded))
+        return self.project(self.states(tokens, encoded, memory))
+
+    def memory_states(self, encoded: Encoded) -> dict[str, torch.Tensor]:
+        """Every layer's `memory_state` of the encoder output, as "memory{i}.<name>"."""
+        return {f"memory{i}.{name}": value for i, layer in enumerate(self.layers)
+                for name, value in layer.memory_state(encoded).items()}
 
     def start(self, encoded: Encoded) -> dict[str, torch.Tensor]:
-        state = {"src_mask": encoded.mask[:, 0, 0, :]}  # (B, S)
-        for i, layer in enumerate(self.layers):
-            memory = layer.memory_state(encoded)
-            state.update({f"memory{i}.{name}": value for name, value in memory.items()})
+        mask = encoded.mask[:, 0, 0, :]  # (B, S)
+        state = {"source": torch.arange(mask.size(0), device=mask.device), "src_mask": mask,
+                 **self.memory_states(encoded)}
+        for i in range(len(self.layers)):
             # empty caches (B, H, 0, Dh) in the projections' dtype (bf16 under autocast)
-            state[f"self_k{i}"], state[f"self_v{i}"] = memory["k"][:, :, :0], memory["v"][:, :, :0]
+            k, v = state[f"memory{i}.k"], state[f"memory{i}.v"]
+            state[f"self_k{i}"], state[f"self_v{i}"] = k[:, :, :0], v[:, :, :0]
         return state
 
     def step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
@@ -394,15 +406,30 @@ class TransformerDecoder(nn.Module):
         src_mask = state["src_mask"][:, None, None, :]  # (B, 1, 1, S)
         x = self.embedder(self.embed, tokens[:, None], start=pos)  # (B, 1, D)
         for i, layer in enumerate(self.layers):
-            prefix = f"memory{i}."
-            memory = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
             cache = (state[f"self_k{i}"], state[f"self_v{i}"])
-            x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(x, memory, src_mask, cache)
+            x, (state[f"self_k{i}"], state[f"self_v{i}"]) = layer(x, layer_memory(state, i),
+                                                                  src_mask, cache)
         return self.project(self.norm(x))[:, 0]
 
 
+def layer_memory(state: dict[str, torch.Tensor], i: int) -> dict[str, torch.Tensor]:
+    """Layer i's entries "memory{i}.<name>" of a state, by <name>."""
+    prefix = f"memory{i}."
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+
+
 def reorder(state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
-    """Rows `index` of every tensor in a decoding state."""
+    """Rows `index` of every tensor in a decoding state.
+
+    A state with "source" (`TransformerDecoder.start`) holds, besides the self-attention caches
+    ("self_*"), rows that depend on the source sentence alone (the memory's keys and values,
+    masks): when `index` keeps every row on a row of the same sentence, as beam search does
+    until a sentence finishes, those rows already hold their values and are not copied."""
+    source = state.get("source")
+    if (source is not None and index.size(0) == source.size(0)
+            and torch.equal(source.index_select(0, index), source)):
+        return {k: v.index_select(0, index) if k.startswith("self_") else v
+                for k, v in state.items()}
     return {k: v.index_select(0, index) for k, v in state.items()}
 
 

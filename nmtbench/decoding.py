@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from nmtbench.method import Autoregressive
+from nmtbench.method import Autoregressive, evaluating
 
 LENPEN_FORMS = ("fairseq", "gnmt")
 
@@ -46,14 +46,9 @@ def beam_search(model: Autoregressive, src: torch.Tensor, *, beam: int, bos: int
         raise ValueError(f"unknown lenpen_form {lenpen_form!r}; known: {', '.join(LENPEN_FORMS)}")
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            return _search(model, src, beam, bos, eos, pad, max_len_a, max_len_b, lenpen,
-                           lenpen_form)
-    finally:
-        model.train(was_training)
+    with evaluating(model), torch.inference_mode():
+        return _search(model, src, beam, bos, eos, pad, max_len_a, max_len_b, lenpen,
+                       lenpen_form)
 
 
 def _search(model: Autoregressive, src: torch.Tensor, K: int, bos: int, eos: int, pad: int,

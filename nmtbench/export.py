@@ -146,3 +146,43 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
     SourceTargetTokenizer.from_pair(src_tok.name_or_path, tgt_tok,
                                     model.source_bos).save_pretrained(out)
     return out
+
+
+def to_ctranslate2(hf: FSMTForConditionalGeneration, src_tok: Any, tgt_tok: Any,
+                   out: str | Path) -> Path:
+    """Write an FSMT model (`to_fsmt`) as a CTranslate2 model directory.
+
+    CTranslate2's converters have no FSMT loader; this is a converter on its spec API, and as
+    FSMT's modules carry fairseq's names, CTranslate2's own fairseq setters fill the spec
+    (position tables read from row pad + 1, as FSMT keeps them). Pad is named "<blank>", the
+    name CTranslate2 gives padding. Sources are given as tokens, with their "[SEP]"."""
+    from ctranslate2.converters import fairseq as setters
+    from ctranslate2.converters.converter import Converter
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    def vocabulary(tok: Any) -> list[str]:
+        tokens = tok.convert_ids_to_tokens(list(range(len(tok))))
+        return ["<blank>" if t == tok.pad_token else t for t in tokens]
+
+    class FsmtConverter(Converter):
+        def _load(self) -> transformer_spec.TransformerSpec:
+            c = hf.config
+            spec = transformer_spec.TransformerSpec.from_config(
+                (c.encoder_layers, c.decoder_layers), c.encoder_attention_heads,
+                pre_norm=False, activation=common_spec.Activation.RELU)
+            encoder, decoder = hf.model.encoder, hf.model.decoder
+            setters.set_input_layers(spec.encoder, encoder)
+            for layer_spec, layer in zip(spec.encoder.layer, encoder.layers, strict=True):
+                setters.set_transformer_encoder_layer(layer_spec, layer)
+            setters.set_input_layers(spec.decoder, decoder)
+            setters.set_linear(spec.decoder.projection, decoder.output_projection)
+            for layer_spec, layer in zip(spec.decoder.layer, decoder.layers, strict=True):
+                setters.set_transformer_decoder_layer(layer_spec, layer)
+            spec.register_source_vocabulary(vocabulary(src_tok))
+            spec.register_target_vocabulary(vocabulary(tgt_tok))
+            spec.config.bos_token = spec.config.decoder_start_token = tgt_tok.cls_token
+            spec.config.eos_token, spec.config.unk_token = tgt_tok.sep_token, tgt_tok.unk_token
+            return spec
+
+    with torch.no_grad():
+        return Path(FsmtConverter().convert(str(out), force=True))

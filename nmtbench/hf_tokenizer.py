@@ -53,6 +53,7 @@ class SourceTargetTokenizer(BertTokenizer):
     def attach(self, target: Any, source_bos: bool) -> None:
         """Decode with `target`; read sources as `[CLS] x [SEP]` or, without BOS, `x [SEP]`."""
         self.target, self.source_bos = target, source_bos
+        self.model_input_names = ["input_ids", "attention_mask"]  # no BERT segment ids
         if not source_bos:
             sep = (self.sep_token, self.sep_token_id)
             self.backend_tokenizer.post_processor = TemplateProcessing(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from nmtbench.method import Parallel
+from nmtbench.method import Parallel, evaluating
 
 
 def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterations: int,
@@ -34,13 +34,8 @@ def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterat
     if length_beam < 1 or iterations < 1:
         raise ValueError(f"length_beam and iterations must be >= 1, got {length_beam}, "
                          f"{iterations}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            return _decode(model, src, length_beam, iterations, bos, eos, pad, mask)
-    finally:
-        model.train(was_training)
+    with evaluating(model), torch.inference_mode():
+        return _decode(model, src, length_beam, iterations, bos, eos, pad, mask)
 
 
 def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, bos: int, eos: int, pad: int,
@@ -78,7 +73,8 @@ def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, bos: int, eos: i
             remask[rows] = rank < n[:, None]
         before = tokens[rows].clone()
         tokens = tokens.masked_fill(remask, mask)
-        lprobs = model.predict(tokens[rows], model.reorder_state(state, rows)).float()
+        rows_state = state if rows.numel() == N else model.reorder_state(state, rows)
+        lprobs = model.predict(tokens[rows], rows_state).float()
         lprobs = lprobs.index_fill(2, never, float("-inf"))  # (R, T, V)
         best_lprob, best = lprobs.max(dim=2)  # (R, T)
         part = remask[rows]

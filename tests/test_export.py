@@ -1,6 +1,8 @@
 """Export to Hugging Face (FSMT): same weights, same loss, same translations, one tokenizer."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +13,7 @@ from nmtbench.cli import main
 from nmtbench.data import ParallelData
 from nmtbench.decoding import beam_search
 from nmtbench.errors import InputError
-from nmtbench.export import export_run
+from nmtbench.export import export_run, to_ctranslate2
 from nmtbench.fileio import read_lines
 from nmtbench.tokenization import decode, encode_sources
 from nmtbench.trainer import Trainer
@@ -98,3 +100,39 @@ def test_export_cli_refuses_what_fsmt_cannot_hold(toy_paths, tmp_path, capsys):
     assert main(["export", "--run-dir", str(tmp_path / "none"), "--out",
                  str(tmp_path / "out")]) != 0
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_ctranslate2_conversion_translates_as_we_do(exported, toy_paths, tmp_path):
+    """CTranslate2 (float32) on the converted weights: the same beam-5 output for nearly every
+    sentence below the length cap (its own kernels may break near-ties otherwise)."""
+    import ctranslate2
+
+    run, out = exported
+    ours, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
+    hf = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    translator = ctranslate2.Translator(str(to_ctranslate2(hf, src_tok, tgt_tok,
+                                                           tmp_path / "ct2")),
+                                        device="cpu", compute_type="float32")
+    v = ours.tgt_vocab
+    same = compared = 0
+    for ids in encode_sources(src_tok, read_lines(toy_paths["valid_src"]), bos=False):
+        cap = int(1.2 * len(ids) + 10)
+        mine = beam_search(ours, torch.tensor([ids]), beam=5, bos=v.bos, eos=v.eos, pad=v.pad,
+                           lenpen=1.0)[0]
+        if len(mine) == cap:
+            continue
+        result = translator.translate_batch([src_tok.convert_ids_to_tokens(ids)], beam_size=5,
+                                            length_penalty=1.0, max_decoding_length=cap + 1)
+        same += tgt_tok.convert_tokens_to_ids(result[0].hypotheses[0]) == mine
+        compared += 1
+    assert compared >= 30 and same >= 0.95 * compared
+
+
+def test_readme_snippet_runs_on_an_export(exported, capsys):
+    _, out = exported
+    section = (Path(__file__).resolve().parents[1] / "README.md").read_text().split(
+        "## Hugging Face export and speed", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(code.replace('"hf-model"', repr(str(out))), {})  # noqa: S102 (our own README)
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith("['") and len(printed) > 6
