@@ -221,11 +221,23 @@ class Plan:
         if with_overrides:  # `decode` is decode_settings' part
             settings.update({k: v for k, v in self.overrides(dataset, experiment).items()
                              if k not in NOT_TRAINING})
+            settings.update(self._mapped_size(dataset, experiment, settings))
             # an experiment's `tgt_bert: null` means no such checkpoint: nothing fills it
             settings.update({role: None for role in roles if role in spec and spec[role] is None})
         if seed is not None:
             settings["seed"] = seed
         return settings
+
+    def _mapped_size(self, dataset: str, experiment: str,
+                     settings: dict[str, Any]) -> dict[str, str]:
+        """The dataset's `sizes` counterpart of the experiment's model size (`base` when it
+        names none), for a method with sizes: the toy world's sizes keep the papers' order."""
+        sizes = self.config["datasets"][dataset].get("sizes", {})
+        info = self.implemented.get(self.experiments[experiment]["method"])
+        if not sizes or info is None or "size" not in info.keys:
+            return {}
+        size = settings.get("size", "base")
+        return {"size": sizes[size]} if size in sizes else {}
 
     def run_settings(self, dataset: str, run: str, seed: int) -> dict[str, Any]:
         """What the run `run` trains with: its settings, logging valid BLEU when the config

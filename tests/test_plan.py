@@ -478,14 +478,19 @@ def test_default_config_plans_exactly_these_runs():
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
     assert run_dirs(plan.targets()) == {
-        # every paper's Transformer baseline: the toy world's override ({size: tiny, dropout:
-        # 0.1}) turns size base/big/iwslt/deep12/deep20 and bertkd's dropout 0.3 into the same
-        # tiny model. Its cells: abnet2020.table1 transformer-base, deepfusion2022.table1 +
-        # figure3 transformer-base/big/12/20, bertfused2020.table1 transformer-iwslt,
-        # ctnmt2020.table1 ctnmt-transformer-base, bertkd2020.table1 + figure2a
-        # bertkd-transformer-base-deen. It is named transformer-tiny: the override only
-        # restates its own size.
+        # every paper's base Transformer: the toy world's `sizes` turn base and iwslt into
+        # tiny, its override bertkd's dropout 0.3 into 0.1. Its cells: abnet2020.table1
+        # transformer-base, deepfusion2022.table1 transformer-base, bertfused2020.table1
+        # transformer-iwslt, ctnmt2020.table1 ctnmt-transformer-base, bertkd2020.table1 +
+        # figure2a bertkd-transformer-base-deen. It is named transformer-tiny: the experiment
+        # of that name asks for tiny itself.
         "toy/transformer-tiny",
+        # the larger baselines keep their order of size in miniature (deepfusion2022.table1 +
+        # figure3): big (also bertfused2020.table5's back-translation Transformer) and the
+        # deep encoders of Transformer-12 and -20
+        "toy/transformer-big",
+        "toy/deepfusion-transformer-12",
+        "toy/deepfusion-transformer-20",
         # abnet2020.table1's Mask-Predict row, trained like deepfusion's CMLM (whose name has
         # fewer settings of its own)
         "toy/deepfusion-cmlm",
@@ -505,8 +510,8 @@ def test_default_config_plans_exactly_these_runs():
         "toy/bertfused-bert-embeddings",
         # abnet2020.table1's BERT-fused NAT, warm-started from the Mask-Predict run
         "toy/abnet-bert-fused-nat",
-        # bertfused2020.table5's BERT-fused (AT), warm-started from the Transformer run (on the
-        # toy world, table5's "+ back translation" Transformer is that run too)
+        # bertfused2020.table5's BERT-fused (AT, big), warm-started from the big Transformer run
+        # (on the toy world, table5's "+ back translation" Transformer is that run)
         "toy/bertfused-roen-bt",
         # ctnmt2020.table1's three strategies alone and together
         "toy/ctnmt-rate-scheduling",
@@ -517,8 +522,11 @@ def test_default_config_plans_exactly_these_runs():
         # rows are external
     }
     assert plan.sharing("toy", "bert-init") == [
-        "bert-init", "bertfused-bert-init-encoder", "deepfusion-t12-bert-init",
-        "multi30k-bert-init"]
+        "bert-init", "bertfused-bert-init-encoder", "multi30k-bert-init"]
+    assert [plan.train_settings("toy", run)["size"] for run in (
+        "transformer-tiny", "deepfusion-transformer-12", "deepfusion-transformer-20",
+        "transformer-big", "bertfused-roen-bt")] == [
+        "tiny", "tiny-deep12", "tiny-deep20", "tiny-big", "tiny-big"]
     assert plan.checkpoints("toy", "bert-init") == {"src_bert": "toy-bert-src"}
     assert plan.checkpoints("toy", "transformer-tiny") == {}
     assert plan.checkpoints("toy", "abnet") == {"src_bert": "toy-bert-src",
@@ -526,14 +534,16 @@ def test_default_config_plans_exactly_these_runs():
     assert plan.checkpoints("toy", "abnet-enc-nat") == {"src_bert": "toy-bert-src"}
     # only the checkpoints some run loads are pre-trained (no run loads the toy GPT-2 yet)
     assert plan.pretrained_targets() == ["toy-bert-src", "toy-bert-tgt"]
-    # only the run a curve figure draws (deepfusion2022.figure3) logs valid BLEU
-    assert plan.run_settings("toy", "transformer-tiny", 1)["valid_bleu"] is True
-    assert plan.run_settings("toy", "bert-init", 1)["valid_bleu"] is False
+    # only the runs a curve figure draws (deepfusion2022.figure3) log valid BLEU
+    assert [plan.run_settings("toy", run, 1)["valid_bleu"] for run in (
+        "deepfusion-transformer-12", "deepfusion-transformer-20", "transformer-tiny",
+        "bert-init")] == [True, True, False, False]
     assert plan.sharing("toy", "transformer-tiny") == [
-        "bertfused-transformer-big-bt", "bertkd-transformer-base", "bertkd-transformer-base-deen",
-        "ctnmt-transformer-base", "deepfusion-transformer-12", "deepfusion-transformer-20",
-        "deepfusion-transformer-base", "deepfusion-transformer-big", "multi30k-transformer",
-        "transformer-base", "transformer-big", "transformer-iwslt", "transformer-tiny"]
+        "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
+        "deepfusion-transformer-base", "multi30k-transformer", "transformer-base",
+        "transformer-iwslt", "transformer-tiny"]
+    assert plan.sharing("toy", "transformer-big") == [
+        "bertfused-transformer-big-bt", "deepfusion-transformer-big", "transformer-big"]
     run = "results/runs/toy/transformer-tiny/seed1"
     targets = set(plan.targets())
     # one model, three decodings: beam 5 (the default), deepfusion's beam 4, bertkd's beam 4
@@ -543,7 +553,9 @@ def test_default_config_plans_exactly_these_runs():
             f"{run}/metrics.test.beam4-lp0p6-gnmt-best.json",
             f"{run}/metrics.valid.beam4-lp0p6-gnmt-best.json",
             f"{run}/latency.beam5-lp1-fairseq-best.json",  # abnet2020.table1 latency
-            f"{run}/train_summary.json",  # deepfusion2022.figure3 curve
+            # deepfusion2022.figure3's curves
+            "results/runs/toy/deepfusion-transformer-12/seed1/train_summary.json",
+            "results/runs/toy/deepfusion-transformer-20/seed1/train_summary.json",
             f"{run}/buckets.valid.beam4-lp0p6-gnmt-best.8-16-24-32-40.json",  # figure2a
             # abnet2020.table1: AB-Net's speedup, timed with the Transformer in one job
             "results/runs/toy/abnet/seed1/latency.lb4-it10-avg10.vs.transformer-tiny."
