@@ -25,6 +25,7 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -51,6 +52,12 @@ TARGETS = {  # the issue's targets: ours / peer, higher is better
     "mask-predict vs beam search, batch 1": 2.0,
     "mask-predict vs beam search, batch 64": None,
 }
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parent)
+    return done.stdout.strip() or "unknown"
 
 
 def cpu_name() -> str:
@@ -199,7 +206,8 @@ def ratios(train: dict, decode: dict, nat: dict) -> dict[str, float]:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = ["# Speed benchmarks", "",
-             f"`python benchmarks/speed.py` on {env['cpu']}, {env['threads']} thread(s); "
+             f"`python benchmarks/speed.py` at commit {env['commit']} on {env['cpu']}, "
+             f"{env['threads']} thread(s); "
              f"torch {env['torch']}, transformers {env['transformers']}, ctranslate2 "
              f"{env['ctranslate2']}; {env['date']}. Models: the default's toy-sized runs "
              f"({env['transformer_run']}, {env['mask_predict_run']}); "
@@ -281,7 +289,8 @@ def main() -> None:
     for row in nat.values():
         row.pop("agreement")
     result = {
-        "environment": {"cpu": cpu_name(), "threads": args.threads, "torch": torch.__version__,
+        "environment": {"cpu": cpu_name(), "threads": args.threads, "commit": commit(),
+                        "torch": torch.__version__,
                         "transformers": transformers.__version__,
                         "ctranslate2": ctranslate2.__version__,
                         "date": time.strftime("%Y-%m-%d"), "sentences": len(lines),

@@ -35,6 +35,7 @@ rule pretrain:
     wildcard_constraints:
         pretrained="|".join(map(re.escape, config.get("pretraining", {}))) or "^$",
     threads: resource("train", "threads")
+    priority: 2  # every run that loads the checkpoint waits for it
     resources:
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),

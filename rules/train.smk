@@ -24,6 +24,9 @@ rule train:
     benchmark:
         "logs/train/{dataset}/{run}/seed{seed}.benchmark.tsv"
     threads: resource("train", "threads")
+    # training is most of the work: started before the short jobs (decode, evaluate, ...), which
+    # then fill the cores at the end instead of one long run finishing alone
+    priority: 1
     resources:
         mem_mb=resource("train", "mem_mb"),
         runtime=resource("train", "runtime"),
