@@ -285,7 +285,7 @@ def main() -> None:
     nat = decode_speeds({"mask-predict": predict, "beam": decoders(model, hf, None, src_tok,
                                                                    tgt_tok)["ours"]},
                         nat_rows, args.single, args.repeats)
-    # the two read different sources (the CMLM's LENGTH token): agreement is not comparable
+    # two different models: their outputs are not expected to agree
     for row in nat.values():
         row.pop("agreement")
     result = {

@@ -90,11 +90,13 @@ def _layer_weights(prefix: str, layer: torch.nn.Module, cross: bool) -> dict[str
 
 
 def to_fsmt(model: EncoderDecoder, languages: tuple[str, str] = ("src", "tgt"),
-            generation: dict[str, Any] | None = None) -> FSMTForConditionalGeneration:
-    """An FSMT model computing what `model` computes (eval mode; dropout rates carried over)."""
+            generation: dict[str, Any] | None = None,
+            where: str | None = None) -> FSMTForConditionalGeneration:
+    """An FSMT model computing what `model` computes (eval mode; dropout rates carried over);
+    `where` names the model in the error when it has no FSMT form."""
     from transformers import FSMTConfig, FSMTForConditionalGeneration, GenerationConfig
 
-    model = check_exportable(model, type(model).__name__)
+    model = check_exportable(model, where or type(model).__name__)
     s, src, tgt = model.settings, model.src_vocab, model.tgt_vocab
     config = FSMTConfig(
         langs=list(languages), src_vocab_size=src.size, tgt_vocab_size=tgt.size,
@@ -139,10 +141,10 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
     from nmtbench.translate import load_run_model
 
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, "cpu")
-    check_exportable(model, str(run_dir))
+    hf = to_fsmt(model, where=str(run_dir))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    to_fsmt(model).save_pretrained(str(out))
+    hf.save_pretrained(str(out))
     SourceTargetTokenizer.from_pair(src_tok.name_or_path, tgt_tok,
                                     model.source_bos).save_pretrained(out)
     return out
