@@ -51,6 +51,7 @@ SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(l
 # (nmtbench.report._format), and the pre-training table's "Seconds" column.
 TIMING_CELL = re.compile(r"\d ms\b|\d\.\d\dx\b")
 TIMING_COLUMNS = {"Seconds"}
+VERDICT_COLUMNS = {"On our runs"}
 # JSON keys: decode/train/pretrain "seconds", and "trained": the digest of a train_summary.json,
 # which holds the training's seconds
 TIMING_KEYS = re.compile(r"(^|_)(seconds|ms)$|^trained$")
@@ -182,8 +183,11 @@ def table_cells(text: str) -> tuple[dict[tuple, str], int, int]:
         if all(set(c) <= set(":-") for c in parts):
             continue
         row += 1
+        # a claim's verdict on a speedup or latency is itself a timing
+        timed_row = any(TIMING_CELL.search(cell) for cell in parts)
         for column, cell in zip(header, parts, strict=True):
-            if column in TIMING_COLUMNS or TIMING_CELL.search(cell):
+            if (column in TIMING_COLUMNS or TIMING_CELL.search(cell)
+                    or (timed_row and column in VERDICT_COLUMNS)):
                 cell, timings = "<timing>", timings + 1
             elif re.search(r"\d", cell) and not cell.startswith("["):
                 numbers += 1
