@@ -24,6 +24,7 @@ METHODS: dict[str, str] = {
     "abnet": "methods.abnet:ABNet",
     "bert-fused": "methods.bert_fused:BertFused",
     "ctnmt": "methods.ctnmt:CTNMT",
+    "deep-fusion": "methods.deep_fusion:DeepFusion",
 }
 
 

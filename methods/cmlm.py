@@ -88,11 +88,21 @@ class ConditionalMaskedLM(Model):
         return logits
 
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
+        tokens, masked = self.mask_target(batch)
+        return self.masked_losses(tokens, masked, self.encoder(batch.src))
+
+    def mask_target(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target [BOS] y [EOS] (B, T) and the positions masked in it (B, T)."""
         v = self.tgt_vocab
-        tokens = target_sequence(batch, v.bos)  # (B, T)
+        tokens = target_sequence(batch, v.bos)
         content = (tokens != v.pad) & (tokens != v.bos) & (tokens != v.eos)
-        masked = sample_masks(content)  # (B, T)
-        encoded = self.encoder(batch.src)
+        return tokens, sample_masks(content)
+
+    def masked_losses(self, tokens: torch.Tensor, masked: torch.Tensor,
+                      encoded: Encoded) -> Losses:
+        """The terms "tokens" (the masked tokens) and "length" given the encoder's output."""
+        v = self.tgt_vocab
+        content = (tokens != v.pad) & (tokens != v.bos) & (tokens != v.eos)
         lengths = content.sum(dim=1).clamp(max=self.max_length)  # (B,)
         length_nll = F.cross_entropy(self._length_logits(encoded.length), lengths,
                                      reduction="sum")

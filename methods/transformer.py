@@ -72,6 +72,8 @@ SIZES: dict[str, TransformerConfig] = {
                                 dropout=0.1),
     "deep20": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, encoder_layers=20,
                                 dropout=0.1, pre_norm=True),
+    # deep fusion's decoder (d_dec 768): layers of BERT-base's shape
+    "d768": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, dropout=0.1),
 }
 
 

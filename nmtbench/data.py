@@ -130,12 +130,12 @@ class ParallelData:
                             {k: v + other.extras[k] for k, v in self.extras.items()})
 
     def batches(self, max_tokens: int, shuffle_seed: int | None = None,
-                multiple: int = 1) -> list[list[int]]:
+                multiple: int = 1, max_sentences: int = 0) -> list[list[int]]:
         """Token batches of pairs sorted by (source, target) length, as fairseq orders them;
         an example counts as its longer padded tensor (source, or the decoder's input)."""
         order = sorted(range(len(self)), key=lambda i: (len(self.src[i]), len(self.tgt[i]), i))
         lengths = [max(len(s), len(t) - 1) for s, t in zip(self.src, self.tgt, strict=True)]
-        return token_batches(order, lengths, max_tokens, shuffle_seed, multiple)
+        return token_batches(order, lengths, max_tokens, shuffle_seed, multiple, max_sentences)
 
     def target_tokens(self, indices: list[int]) -> int:
         """The batch's non-padding target tokens (y [SEP]): what its loss is averaged over."""
@@ -152,8 +152,10 @@ class ParallelData:
 
 
 def token_batches(order: list[int], lengths: list[int], max_tokens: int,
-                  shuffle_seed: int | None = None, multiple: int = 1) -> list[list[int]]:
-    """Group examples of similar length so that no batch exceeds max_tokens (padded).
+                  shuffle_seed: int | None = None, multiple: int = 1,
+                  max_sentences: int = 0) -> list[list[int]]:
+    """Group examples of similar length so that no batch exceeds max_tokens (padded), nor
+    max_sentences examples (0: no limit).
 
     As fairseq's `batch_by_size` does: walk the examples in length order and fill batches
     greedily; a full batch of `multiple` or more sentences is cut back to a multiple of
@@ -163,7 +165,7 @@ def token_batches(order: list[int], lengths: list[int], max_tokens: int,
     the same order.
     """
     def full(longest: int, size: int) -> bool:
-        return longest * size > max_tokens
+        return longest * size > max_tokens or 0 < max_sentences < size
 
     def cut(batch: list[int]) -> int:  # how many of a closed batch's examples it keeps
         return len(batch) - len(batch) % multiple if len(batch) >= multiple else len(batch)

@@ -47,6 +47,7 @@ NOT_TRAINING = {"description", "decode"}
 SETTINGS_NOT_BUILT: dict[str, set[Any] | None] = {
     "back_translation": None,
     "distill_teacher": {"gpt2"},
+    "decoder_init": None,  # deep fusion's pre-trained decoders (Table 5)
 }
 
 

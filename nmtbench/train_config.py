@@ -14,6 +14,7 @@ class TrainConfig:
 
     seed: int = 1
     max_tokens: int = 4096  # padded tokens per batch (source or target, whichever is longer)
+    max_sentences: int = 0  # and at most this many pairs (fairseq --batch-size); 0: no limit
     # a full batch is cut back to a multiple of this many sentences (fairseq's
     # --required-batch-size-multiple; 1 fills batches greedily up to max_tokens)
     batch_size_multiple: int = 8

@@ -274,7 +274,8 @@ class Trainer:
         self.model.eval()
         total, tokens = 0.0, 0
         batches = self.valid_data.batches(self.tc.max_tokens,
-                                          multiple=self.tc.batch_size_multiple)
+                                          multiple=self.tc.batch_size_multiple,
+                                          max_sentences=self.tc.max_sentences)
         for indices in batches[self.world.rank::self.world.size]:
             batch = self.valid_data.collate(indices).to(self.device)
             with self._autocast():
@@ -329,7 +330,7 @@ class Trainer:
 
     def _batches(self, shuffle_seed: int | None = None) -> list[list[int]]:
         return self.train_data.batches(self.tc.max_tokens, shuffle_seed,
-                                       self.tc.batch_size_multiple)
+                                       self.tc.batch_size_multiple, self.tc.max_sentences)
 
     def _back_translations(self) -> ParallelData:
         if not {"bt_src", "bt_tgt"} <= set(self.inputs):

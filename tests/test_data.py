@@ -92,6 +92,16 @@ def test_token_batches_are_fairseqs(multiple, sizes):
     assert [i for b in batches for i in b] == list(range(len(LENGTHS)))
 
 
+@pytest.mark.parametrize("max_sentences", [1, 3, 5])
+def test_batches_hold_at_most_max_sentences(max_sentences):
+    """fairseq's --batch-size: the sentence cap closes a batch before the token cap would."""
+    batches = token_batches(list(range(len(LENGTHS))), LENGTHS, 2000,
+                            max_sentences=max_sentences)
+    assert max(len(b) for b in batches) == max_sentences
+    assert [i for b in batches for i in b] == list(range(len(LENGTHS)))
+    assert len(token_batches(list(range(len(LENGTHS))), LENGTHS, 2000)) == 1  # no cap: one
+
+
 def test_batches_order_by_source_then_target_and_count_the_decoder_input():
     """fairseq sorts by source length, then target length; an example takes as many tokens
     as its longer tensor: the source, or the decoder input ([CLS] y, one shorter than y's

@@ -105,6 +105,21 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
                                    "rate_scheduling": True},
         "distillation-decoder": {**TINY_BERTS, "distillation": True, "distill_side": "decoder"},
     },
+    # the tiny BERT's 2 layers: one group of 2 (M = 2) or two of 1
+    "deep-fusion": {
+        "at": {"src_bert": TINY_BERTS["src_bert"], "group_size": 2, "decoder_layers": 1},
+        "m1": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1, "decoder_layers": 2},
+        "nat": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1, "decoder_layers": 2,
+                "decoding": "nat"},
+        "not-partitioned": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                            "decoder_layers": 2, "partitioned": False},
+        "ptm-frozen": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                       "decoder_layers": 2, "freeze_ptm": True},
+        "no-pretraining": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                           "decoder_layers": 2, "ptm_pretrained": False},
+        "translation-only": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                             "decoder_layers": 2, "losses": ["t"]},
+    },
 }
 
 CASE_IDS = [(name, variant) for name in methods.METHODS for variant in CASES.get(name, {})]

@@ -518,9 +518,13 @@ def test_default_config_plans_exactly_these_runs():
         "toy/ctnmt-dynamic-switch",
         "toy/ctnmt-distill",
         "toy/ctnmt-all",
-        # nothing else: BERT-KD, deep fusion... are not implemented, and the papers' quoted
-        # rows are external
+        # deepfusion2022.table1 + figure3's proposed model (M = 2): on the toy world's 3-layer
+        # BERT, one layer per group, like M = 1, whose name sorts first
+        "toy/deepfusion-m1",
+        # nothing else: BERT-KD is not implemented, and the papers' quoted rows are external
     }
+    assert plan.sharing("toy", "deepfusion-m1") == [
+        "deepfusion-m1", "deepfusion-m2", "deepfusion-mono-bert"]
     assert plan.sharing("toy", "bert-init") == [
         "bert-init", "bertfused-bert-init-encoder", "multi30k-bert-init"]
     assert [plan.train_settings("toy", run)["size"] for run in (
