@@ -49,7 +49,7 @@ Details the paper leaves to us, and what we chose:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -58,6 +58,7 @@ from torch import nn
 
 from methods.cmlm import CMLM, LENGTH_LOSS_WEIGHT, ConditionalMaskedLM
 from methods.transformer import (
+    ACTIVATIONS,
     DecoderLayer,
     Encoded,
     EncoderDecoder,
@@ -377,6 +378,81 @@ class DeepFusionCMLM(DeepFusionTasks, ConditionalMaskedLM):
         return self.task_losses(batch, states, keep, losses)
 
 
+def _copy_linear(target: nn.Linear, weight: torch.Tensor, bias: torch.Tensor) -> None:
+    with torch.no_grad():
+        target.weight.copy_(weight)
+        target.bias.copy_(bias)
+
+
+def _copy_norm(target: nn.LayerNorm, source: nn.LayerNorm) -> None:
+    target.eps = source.eps  # BERT's 1e-12
+    with torch.no_grad():
+        target.weight.copy_(source.weight)
+        target.bias.copy_(source.bias)
+
+
+def decoder_shape(ptm: nn.Module) -> dict[str, Any]:
+    """The architecture fields a decoder takes from the pre-trained model it starts from."""
+    c = ptm.config
+    if c.model_type == "bert":
+        return {"d_model": c.hidden_size, "ffn_dim": c.intermediate_size,
+                "n_heads": c.num_attention_heads, "pre_norm": False}
+    return {"d_model": c.n_embd, "ffn_dim": c.n_inner or 4 * c.n_embd, "n_heads": c.n_head,
+            "pre_norm": True}
+
+
+def take_decoder(decoder: TransformerDecoder, ptm: nn.Module) -> None:
+    """Initialise the decoder from a BERT (post-norm) or GPT-2 (pre-norm) of its shape: its
+    layer i from the model's layer i (self-attention, FFN, their LayerNorms), its embeddings,
+    positions and input LayerNorm (BERT) or final LayerNorm (GPT-2) from the model's. The
+    cross-attentions stay new."""
+    with torch.no_grad():
+        if ptm.config.model_type == "bert":
+            emb = ptm.embeddings
+            decoder.embed.weight.copy_(emb.word_embeddings.weight[:decoder.embed.num_embeddings])
+            positions = emb.position_embeddings.weight + emb.token_type_embeddings.weight[0]
+            norm = nn.LayerNorm(emb.LayerNorm.normalized_shape, eps=emb.LayerNorm.eps)
+            _copy_norm(norm, emb.LayerNorm)
+            decoder.embedder.take_pretrained(positions, norm)
+            for layer, source in zip(decoder.layers, ptm.encoder.layer, strict=False):
+                a = source.attention
+                for proj, src in ((layer.self_attn.q_proj, a.self.query),
+                                  (layer.self_attn.k_proj, a.self.key),
+                                  (layer.self_attn.v_proj, a.self.value),
+                                  (layer.self_attn.out_proj, a.output.dense),
+                                  (layer.ffn.fc1, source.intermediate.dense),
+                                  (layer.ffn.fc2, source.output.dense)):
+                    _copy_linear(proj, src.weight, src.bias)
+                _copy_norm(layer.self_attn_norm, a.output.LayerNorm)
+                _copy_norm(layer.ffn_norm, source.output.LayerNorm)
+                layer.ffn.activation = ptm.config.hidden_act
+        else:  # GPT-2: Conv1D weights are (in, out); q, k, v fused in c_attn
+            decoder.embed.weight.copy_(ptm.wte.weight[:decoder.embed.num_embeddings])
+            decoder.embedder.take_pretrained(ptm.wpe.weight, None)
+            for layer, source in zip(decoder.layers, ptm.h, strict=False):
+                attn = source.attn.c_attn
+                qkv_w, qkv_b = attn.weight.T.chunk(3), attn.bias.chunk(3)
+                for proj, w, b in zip((layer.self_attn.q_proj, layer.self_attn.k_proj,
+                                       layer.self_attn.v_proj), qkv_w, qkv_b, strict=True):
+                    _copy_linear(proj, w, b)
+                for proj, src in ((layer.self_attn.out_proj, source.attn.c_proj),
+                                  (layer.ffn.fc1, source.mlp.c_fc),
+                                  (layer.ffn.fc2, source.mlp.c_proj)):
+                    _copy_linear(proj, src.weight.T, src.bias)
+                _copy_norm(layer.self_attn_norm, source.ln_1)
+                _copy_norm(layer.ffn_norm, source.ln_2)
+                layer.ffn.activation = ptm.config.activation_function
+            _copy_norm(decoder.norm, ptm.ln_f)
+    decoder.max_positions = decoder.embedder.max_positions
+
+
+def freeze_decoder(decoder: TransformerDecoder) -> None:
+    """Everything the pre-trained model gave the decoder stays fixed; the cross-attentions
+    (new) train."""
+    for name, p in decoder.named_parameters():
+        p.requires_grad_(".cross_attn" in name)
+
+
 @dataclass
 class DeepFusionSettings(SizedSettings):
     loss_weights: dict[str, float] = field(
@@ -390,7 +466,7 @@ class DeepFusionSettings(SizedSettings):
     ptm_pretrained: bool = True
     coordinator_ffn_dim: int | None = None  # None: the PTM's width
     mask_prob: float = 0.15
-    decoder_init: str | None = None  # Table 5 (not built: SETTINGS_NOT_BUILT)
+    decoder_init: str | None = None  # a target-side BERT or GPT-2 the decoder starts from
     freeze_decoder: bool = False
 
 
@@ -398,7 +474,7 @@ class DeepFusion(Method):
     """A BERT as the encoder, the layer-wise coordinator and a decoder of N layers."""
 
     settings = DeepFusionSettings
-    checkpoint_roles = {"src_bert": "src"}
+    checkpoint_roles = {"src_bert": "src", "decoder_init": "tgt"}
     decodings = ("at", "nat")
     autoregressive = DeepFusionModel
     parallel = DeepFusionCMLM
@@ -432,6 +508,12 @@ class DeepFusion(Method):
                              f"{s.decoder_layers}: the PTM's {depth} layers must make exactly "
                              "one group of group_size layers per decoder layer")
         arch = s.architecture
+        dec_ptm = None
+        if s.decoder_init:  # the decoder takes its shape from the pre-trained model
+            dec_ptm = load_model((pretrained or {}).get("decoder_init", s.decoder_init),
+                                 weights=weights)
+            _check_decoder_ptm(dec_ptm, s, tgt_vocab)
+            arch = replace(arch, **decoder_shape(dec_ptm))
         nat = s.decoding == "nat"
         width = mlm.config.hidden_size
         tgt_embed = embedding(tgt_vocab, arch.d_model)
@@ -439,6 +521,11 @@ class DeepFusion(Method):
                                      layers=[FusedDecoderLayer(arch, n)
                                              for n in range(s.decoder_layers)])
         fairseq_init(tgt_embed, decoder.layers)
+        if dec_ptm is not None:
+            take_decoder(decoder, dec_ptm)
+            if s.freeze_decoder:
+                freeze_decoder(decoder)
+                mark_pretrained(decoder)  # its fixed weights come from the checkpoint
         coordinator = Coordinator(s.decoder_layers, width, arch.d_model,
                                   s.coordinator_ffn_dim or width)
         encoder = PTMEncoder(mlm, coordinator, s.group_size, src_vocab, arch.d_model,
@@ -468,6 +555,25 @@ def _check(s: DeepFusionSettings, decodings: tuple[str, ...]) -> None:
     if unknown or "t" not in s.losses:
         raise InputError(f"deep-fusion losses {s.losses}: the translation loss t and any of "
                          "twp, tsp, mlm")
-    if s.decoder_init is not None:
-        raise InputError("deep-fusion decoder_init (a pre-trained decoder, Table 5) is not "
-                         "built")
+    if s.freeze_decoder and not s.decoder_init:
+        raise InputError("deep-fusion freeze_decoder needs decoder_init (the pre-trained "
+                         "model the decoder starts from)")
+
+
+def _check_decoder_ptm(ptm: nn.Module, s: DeepFusionSettings, tgt_vocab: Vocab) -> None:
+    c = ptm.config
+    if c.model_type not in ("bert", "gpt2"):
+        raise InputError(f"deep-fusion decoder_init {s.decoder_init!r}: a BERT or GPT-2 is "
+                         f"needed (its model type is {c.model_type!r})")
+    activation = c.hidden_act if c.model_type == "bert" else c.activation_function
+    if activation not in ACTIVATIONS:
+        raise InputError(f"deep-fusion decoder_init {s.decoder_init!r}: activation "
+                         f"{activation!r} is not one of {', '.join(ACTIVATIONS)}")
+    depth = c.num_hidden_layers if c.model_type == "bert" else c.n_layer
+    if depth < s.decoder_layers:
+        raise InputError(f"deep-fusion decoder_init {s.decoder_init!r} has {depth} layers, "
+                         f"fewer than decoder_layers {s.decoder_layers}")
+    if tgt_vocab.size > c.vocab_size:
+        raise InputError(f"the target vocabulary has {tgt_vocab.size} entries but "
+                         f"decoder_init {s.decoder_init!r} has {c.vocab_size}: tokenize with "
+                         "its own")

@@ -68,9 +68,11 @@ SIZES: dict[str, TransformerConfig] = {
     "iwslt": TransformerConfig(d_model=512, ffn_dim=1024, n_heads=4, dropout=0.3),
     "base": TransformerConfig(d_model=512, ffn_dim=2048, n_heads=8, dropout=0.1),
     "big": TransformerConfig(d_model=1024, ffn_dim=4096, n_heads=16, dropout=0.3),
-    "deep12": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, encoder_layers=12,
+    # Weng et al. give only d_model 768; their #Param (123M and 159M) differ by 36M for 8
+    # encoder layers, 4.5M a layer: an FFN of 1536 (4.7M), not 3072 (7.1M, 57M for 8 layers)
+    "deep12": TransformerConfig(d_model=768, ffn_dim=1536, n_heads=12, encoder_layers=12,
                                 dropout=0.1),
-    "deep20": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, encoder_layers=20,
+    "deep20": TransformerConfig(d_model=768, ffn_dim=1536, n_heads=12, encoder_layers=20,
                                 dropout=0.1, pre_norm=True),
     # deep fusion's decoder (d_dec 768): layers of BERT-base's shape
     "d768": TransformerConfig(d_model=768, ffn_dim=3072, n_heads=12, dropout=0.1),
@@ -149,15 +151,23 @@ class MultiheadAttention(nn.Module):
         return self.out_proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
 
 
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu,  # BERT's
+               "gelu_new": lambda x: F.gelu(x, approximate="tanh")}  # GPT-2's
+
+
 class FeedForward(nn.Module):
+    """fc2(activation(fc1(x))): ReLU, or the GELU of a pre-trained model whose weights a layer
+    takes (`activation`, a key of ACTIVATIONS)."""
+
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.drop = nn.Dropout(activation_dropout)
+        self.activation = "relu"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.drop(F.relu(self.fc1(x))))
+        return self.fc2(self.drop(ACTIVATIONS[self.activation](self.fc1(x))))
 
 
 class Encoded(NamedTuple):
@@ -283,7 +293,9 @@ def embedding(vocab: Vocab, d_model: int) -> nn.Embedding:
 
 
 class Embedder(nn.Module):
-    """Scaled token embeddings plus sinusoidal positions, then dropout (fairseq's)."""
+    """Scaled token embeddings plus sinusoidal positions, then dropout (fairseq's); or, for a
+    stack initialised from a pre-trained model (`take_pretrained`), its own input: unscaled
+    embeddings plus its learned positions, then its LayerNorm (BERT's) if it has one."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
@@ -291,7 +303,17 @@ class Embedder(nn.Module):
         self.max_positions = cfg.max_positions
         self.register_buffer("positions", sinusoids(cfg.max_positions, cfg.d_model),
                              persistent=False)  # (P, D), derived, so not saved
+        self.norm: nn.Module = nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
+
+    def take_pretrained(self, positions: torch.Tensor, norm: nn.LayerNorm | None) -> None:
+        """Learned positions (P, D) (a copy, trained from here) and the input LayerNorm."""
+        del self.positions
+        self.max_positions = min(self.max_positions, positions.size(0))
+        self.positions = nn.Parameter(positions[:self.max_positions].detach().clone())
+        self.scale = 1.0
+        if norm is not None:
+            self.norm = norm
 
     def forward(self, embed: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids (B, T) at positions start.. -> (B, T, D)."""
@@ -299,7 +321,7 @@ class Embedder(nn.Module):
         if end > self.max_positions:
             raise ValueError(f"sequence of {end} positions exceeds max_positions "
                              f"{self.max_positions}")
-        return self.drop(self.scale * embed(ids) + self.positions[start:end])
+        return self.drop(self.norm(self.scale * embed(ids) + self.positions[start:end]))
 
 
 class TransformerEncoder(nn.Module):

@@ -51,8 +51,11 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
     settings = plan.train_settings(dataset, experiment)
     pretrained = {role: checkpoint_architecture(plan, name)
                   for role, name in plan.checkpoints(dataset, experiment).items()}
-    src_vocab = side_vocab(plan, dataset, "src", pretrained.get("src_bert"))
-    tgt_vocab = side_vocab(plan, dataset, "tgt", pretrained.get("tgt_bert"))
+    # a checkpoint reads its side in its own vocabulary (as the workflow's train inputs do)
+    roles = plan.checkpoint_roles(experiment)
+    by_side = {roles[role]: architecture for role, architecture in pretrained.items()}
+    src_vocab = side_vocab(plan, dataset, "src", by_side.get("src"))
+    tgt_vocab = side_vocab(plan, dataset, "tgt", by_side.get("tgt"))
     model = get_method(settings["method"]).build(settings, src_vocab, tgt_vocab, pretrained,
                                                  weights=False)
     return model.num_params()

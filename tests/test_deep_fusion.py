@@ -196,10 +196,82 @@ def test_mlm_masks_only_word_pieces():
     ({"losses": ["twp", "mlm"]}, "the translation loss t"),
     ({"losses": ["t", "bow"]}, "the translation loss t"),
     ({"decoding": "ctc"}, "use at or nat"),
-    ({"decoder_init": "gpt"}, "not built"),
+    ({"decoder_init": "gpt"}, "checkpoint .gpt. is not on disk"),
     ({"src_bert": None}, "needs `src_bert`"),
 ])
 def test_bad_settings_are_one_line_errors(bert, settings, message):
     with pytest.raises(InputError, match=message) as error:
         deep_fusion(bert, **settings)
     assert "\n" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory) -> str:
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(3)
+    path = tmp_path_factory.mktemp("deep_fusion") / "gpt2"
+    GPT2Model(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).save_pretrained(path)
+    return str(path)
+
+
+def with_decoder(bert: str, decoder: str, **settings) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = {**SMALL, "src_bert": bert, "group_size": 1, "decoder_layers": 2,
+           "decoder_init": decoder, **settings}
+    return get_method("deep-fusion").build(cfg, BERT_VOCAB, BERT_VOCAB,
+                                           pretrained={"src_bert": bert, "decoder_init": decoder})
+
+
+def test_a_gpt2_decoder_computes_what_gpt2_does(bert, gpt2):
+    """Table 5: the decoder takes GPT-2's shape (pre-norm, GELU) and weights; with its new
+    cross-attentions silenced it is GPT-2 itself."""
+    from transformers import GPT2Model
+
+    model = with_decoder(bert, gpt2).eval()
+    decoder = model.decoder
+    assert (decoder.embed.embedding_dim, len(decoder.layers)) == (32, 2)
+    with torch.no_grad():
+        for layer in decoder.layers:
+            layer.cross_attn.out_proj.weight.zero_()
+            layer.cross_attn.out_proj.bias.zero_()
+        tokens = batch().tgt_in
+        ours = decoder.states(tokens, model.encoder(batch().src))
+        theirs = GPT2Model.from_pretrained(gpt2).eval()(tokens).last_hidden_state
+    real = tokens != BERT_VOCAB.pad
+    torch.testing.assert_close(ours[real], theirs[real], rtol=1e-4, atol=1e-5)
+
+
+def test_a_bert_decoder_takes_the_berts_weights_and_input(bert):
+    from transformers import BertModel
+
+    model = with_decoder(bert, bert).eval()
+    source = BertModel.from_pretrained(bert, add_pooling_layer=False).eval()
+    decoder = model.decoder
+    layer, theirs = decoder.layers[1], source.encoder.layer[1]
+    assert torch.equal(layer.self_attn.k_proj.weight, theirs.attention.self.key.weight)
+    assert torch.equal(layer.ffn.fc2.bias, theirs.output.dense.bias)
+    assert torch.equal(layer.ffn_norm.weight, theirs.output.LayerNorm.weight)
+    assert layer.ffn.activation == "gelu" and not decoder.layers[0].pre_norm
+    with torch.no_grad():  # BERT's own input: embeddings + positions + type 0, its LayerNorm
+        tokens = batch().tgt_in
+        torch.testing.assert_close(decoder.embedder(decoder.embed, tokens),
+                                   source.embeddings(input_ids=tokens))
+
+
+def test_a_frozen_decoder_trains_only_its_cross_attentions(bert, gpt2):
+    model = with_decoder(bert, gpt2, freeze_decoder=True)
+    trained = {n for n, p in model.decoder.named_parameters() if p.requires_grad}
+    assert trained and all(".cross_attn" in n for n in trained)
+    moved = parts_moved_by_each_loss(model.train())
+    assert moved["tokens"] == {"decoder", "coordinator"}  # the cross-attentions are decoder
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"decoder_layers": 3, "group_size": 1}, "one group of group_size layers per decoder"),
+    ({"freeze_decoder": True, "decoder_init": None}, "freeze_decoder needs decoder_init"),
+])
+def test_bad_decoder_settings_are_one_line_errors(bert, settings, message):
+    with pytest.raises(InputError, match=message):
+        with_decoder(bert, bert, **settings)

@@ -119,6 +119,11 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
                            "decoder_layers": 2, "ptm_pretrained": False},
         "translation-only": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
                              "decoder_layers": 2, "losses": ["t"]},
+        "decoder-from-bert": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                              "decoder_layers": 2, "decoder_init": TINY_BERTS["tgt_bert"]},
+        "frozen-bert-decoder": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                                "decoder_layers": 2, "decoder_init": TINY_BERTS["tgt_bert"],
+                                "freeze_decoder": True},
     },
 }
 
@@ -134,7 +139,9 @@ def tiny_berts(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("contract_berts")
     for seed, role in enumerate(TINY_BERTS, start=1):
         save_tiny_bert(root / role, seed=seed)
-    return {role: str(root / role) for role in TINY_BERTS}
+    # deep fusion's decoder_init reads the target side, like tgt_bert
+    return {role: str(root / role) for role in TINY_BERTS} | {
+        "decoder_init": str(root / "tgt_bert")}
 
 
 def config_of(name: str, variant: str) -> dict[str, Any]:
