@@ -106,6 +106,10 @@ class TransformerSettings(SizedSettings):
     # in fairseq (on the toy world the difference was within seed noise: README, "Parity with
     # fairseq"). The BERT methods always read [CLS] x [SEP], the input their BERT was trained on.
     src_bos: bool = False
+    # "joint": both sides read one vocabulary (the workflow picks the tokenizer; the model
+    # only checks), which `share_embeddings` makes one table for encoder, decoder and output
+    vocabulary: str = "sides"
+    share_embeddings: bool = False
 
 
 def sinusoids(n: int, d: int) -> torch.Tensor:
@@ -526,11 +530,15 @@ class Transformer(Method):
               weights: bool = True) -> EncoderDecoder:
         settings = cls.settings.from_config(cfg)
         arch = settings.architecture
+        if settings.share_embeddings and (settings.vocabulary != "joint"
+                                          or src_vocab != tgt_vocab):
+            raise InputError("share_embeddings needs one vocabulary for both sides "
+                             "(vocabulary: joint)")
         # built and initialised in fairseq's order, so a seed gives fairseq's weights
-        src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
-                                                                             arch.d_model)
+        src_embed = embedding(src_vocab, arch.d_model)
+        tgt_embed = src_embed if settings.share_embeddings else embedding(tgt_vocab, arch.d_model)
         encoder = TransformerEncoder(arch, src_embed)
         decoder = TransformerDecoder(arch, tgt_embed)
-        fairseq_init(src_embed, tgt_embed, encoder.layers, decoder.layers)
+        fairseq_init(*dict.fromkeys([src_embed, tgt_embed]), encoder.layers, decoder.layers)
         return cls.autoregressive(encoder, decoder, settings, src_vocab, tgt_vocab,
                                   settings.src_bos)

@@ -19,10 +19,11 @@ from nmtbench.tokenization import load_tokenizer, vocab_of
 
 def side_vocab(plan: Plan, dataset: str, side: str,
                checkpoint: str | PretrainedConfig | None = None) -> Vocab:
-    """A side's vocabulary: the checkpoint's (given, or the dataset's for that side), else the
-    WordPiece trained for the dataset when it exists on disk, else its configured size."""
+    """A side's vocabulary ("src", "tgt", or "joint", both sides'): the checkpoint's (given, or
+    the dataset's for that side), else the WordPiece trained for the dataset when it exists on
+    disk, else its configured size."""
     spec = plan.config["datasets"][dataset]
-    checkpoint = checkpoint or spec.get("checkpoints", {}).get(side)
+    checkpoint = checkpoint or spec.get("checkpoints", {}).get(side)  # "joint" has none
     if checkpoint is not None:
         return Vocab(size=model_config(checkpoint).vocab_size, pad=0, bos=1, eos=2, unk=3,
                      mask=4)
@@ -54,8 +55,11 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
     # a checkpoint reads its side in its own vocabulary (as the workflow's train inputs do)
     roles = plan.checkpoint_roles(experiment)
     by_side = {roles[role]: architecture for role, architecture in pretrained.items()}
-    src_vocab = side_vocab(plan, dataset, "src", by_side.get("src"))
-    tgt_vocab = side_vocab(plan, dataset, "tgt", by_side.get("tgt"))
+    if settings.get("vocabulary") == "joint":
+        src_vocab = tgt_vocab = side_vocab(plan, dataset, "joint")
+    else:
+        src_vocab = side_vocab(plan, dataset, "src", by_side.get("src"))
+        tgt_vocab = side_vocab(plan, dataset, "tgt", by_side.get("tgt"))
     model = get_method(settings["method"]).build(settings, src_vocab, tgt_vocab, pretrained,
                                                  weights=False)
     return model.num_params()

@@ -390,11 +390,16 @@ class Plan:
         status = self.status(experiment)
         if status != "ok":
             return Cell(dataset, experiment, status)
+        settings = self.train_settings(dataset, experiment)
         for role, side in self.checkpoint_roles(experiment).items():
-            if role not in self.train_settings(dataset, experiment):
+            if role not in settings:
                 raise InputError(f"{where}: experiment {experiment!r} on dataset {dataset!r} "
                                  f"names no {role} checkpoint (set it in the experiment, or "
                                  f"'datasets.{dataset}.checkpoints.{side}')")
+        if (settings.get("vocabulary") == "joint"
+                and "joint" not in self.config["datasets"][dataset]["vocab_size"]):
+            raise InputError(f"{where}: experiment {experiment!r} reads a joint vocabulary; set "
+                             f"config key 'datasets.{dataset}.vocab_size.joint'")
         return Cell(dataset, experiment, status, self._run_names[(dataset, experiment)],
                     self.decode_settings(dataset, experiment).tag)
 

@@ -58,12 +58,20 @@ def datasets_either(names):
     return "|".join(re.escape(d) for d in names) or "^$"
 
 
-def tokenizer_corpora(wildcards):
+def side_corpora(dataset, side):
     """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
-    corpora = [prepared(wildcards.dataset, f"train.{wildcards.side}")]
-    if generated(config["datasets"], wildcards.dataset):
-        corpora.insert(0, prepared(wildcards.dataset, f"mono.{wildcards.side}"))
+    corpora = [prepared(dataset, f"train.{side}")]
+    if generated(config["datasets"], dataset):
+        corpora.insert(0, prepared(dataset, f"mono.{side}"))
     return corpora
+
+
+def tokenizer_corpora(wildcards):
+    return side_corpora(wildcards.dataset, wildcards.side)
+
+
+def joint_tokenizer_corpora(wildcards):
+    return side_corpora(wildcards.dataset, "src") + side_corpora(wildcards.dataset, "tgt")
 
 
 def reversed_input(wildcards):
@@ -122,6 +130,14 @@ def side_tokenizer(dataset, side):
     return checkpoint_marker(name)
 
 
+def run_tokenizer(dataset, run, side):
+    """A run's tokenizer of a side: the joint WordPiece of both sides when the run reads one
+    vocabulary (`vocabulary: joint`), else the side's."""
+    if PLAN.train_settings(dataset, run).get("vocabulary") == "joint":
+        return layout.TOKENIZER.format(dataset=dataset, side="joint")
+    return side_tokenizer(dataset, side)
+
+
 def checkpoint_marker(name):
     """The file that marks a pre-trained checkpoint's directory as complete."""
     return layout.CHECKPOINT_CONFIG.format(
@@ -151,7 +167,7 @@ def train_inputs(wildcards):
     inputs = {
         **{f"{split}_{side}": prepared(d, f"{split}.{side}")
            for split in ("train", "valid") for side in ("src", "tgt")},
-        **{f"{side}_tokenizer": side_tokenizer(d, side)
+        **{f"{side}_tokenizer": run_tokenizer(d, wildcards.run, side)
            for side in ("src", "tgt")},
         **{f"pretrained_{role}": checkpoint_marker(name) for role, name in checkpoints.items()},
     }

@@ -275,3 +275,42 @@ def test_a_frozen_decoder_trains_only_its_cross_attentions(bert, gpt2):
 def test_bad_decoder_settings_are_one_line_errors(bert, settings, message):
     with pytest.raises(InputError, match=message):
         with_decoder(bert, bert, **settings)
+
+
+# --- Table 1's parameter counts on the paper config -------------------------------------------
+
+@pytest.fixture(scope="module")
+def paper_plan():
+    from pathlib import Path
+
+    from nmtbench import config as nmtconfig
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = nmtconfig.load_config([root / "config" / "config.yaml", root / "config" / "paper.yaml"])
+    return nmtconfig.check(cfg, root / "config" / "schema.yaml", root / "papers")
+
+
+@pytest.mark.parametrize("experiment, paper", [
+    ("deepfusion-transformer-base", 62e6), ("deepfusion-transformer-big", 207e6),
+    ("deepfusion-transformer-12", 123e6), ("deepfusion-transformer-20", 159e6)])
+def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
+    """One joint 32k vocabulary with shared embeddings, FFN 1536 at d_model 768 (README)."""
+    from nmtbench.params import count_parameters
+
+    total = count_parameters(paper_plan, "wmt14-en-de", experiment)["total"]
+    assert abs(total - paper) / paper < 0.05, total
+
+
+def test_shared_embeddings_need_one_vocabulary():
+    other = Vocab(size=BERT_VOCAB.size + 1, pad=0, bos=2, eos=3, unk=1, mask=4)
+    build = get_method("transformer").build
+    with pytest.raises(InputError, match="share_embeddings needs one vocabulary"):
+        build({**SMALL, "share_embeddings": True, "vocabulary": "joint"}, BERT_VOCAB, other)
+    with pytest.raises(InputError, match="share_embeddings needs one vocabulary"):
+        build({**SMALL, "share_embeddings": True}, BERT_VOCAB, BERT_VOCAB)
+    model = build({**SMALL, "share_embeddings": True, "vocabulary": "joint"}, BERT_VOCAB,
+                  BERT_VOCAB)
+    assert model.encoder.embed is model.decoder.embed
+    separate = build(SMALL, BERT_VOCAB, BERT_VOCAB)
+    saved = BERT_VOCAB.size * SMALL["d_model"]
+    assert separate.num_params()["total"] - model.num_params()["total"] == saved
