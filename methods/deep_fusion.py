@@ -500,8 +500,8 @@ class DeepFusion(Method):
         if s.ptm_pretrained:
             mark_pretrained(mlm)
         # the PTM trains when a task may move it; its masked-LM head only with the MLM task
-        mlm.requires_grad_(not s.freeze_ptm and (not s.partitioned
-                                                 or bool(set(s.losses) & {"twp", "tsp", "mlm"})))
+        ptm_moved = not s.partitioned or bool(set(s.losses) & {"twp", "tsp", "mlm"})
+        mlm.requires_grad_(ptm_moved and not s.freeze_ptm)
         if "mlm" not in s.losses:
             head = mlm.cls.predictions  # its output layer is the (tied) word embeddings
             head.transform.requires_grad_(False)
@@ -535,12 +535,11 @@ class DeepFusion(Method):
         encoder = PTMEncoder(mlm, coordinator, s.group_size, src_vocab, arch.d_model,
                              CMLM.length_classes if nat else 0, detach_ptm=s.partitioned)
         if encoder.length_token is not None:  # an input of the PTM: moved by its tasks
-            encoder.length_token.requires_grad_(
-                not s.partitioned or bool(set(s.losses) & {"twp", "tsp", "mlm"}))
-        if nat:
+            encoder.length_token.requires_grad_(ptm_moved)
+        if nat:  # (a pre-trained decoder may hold fewer positions than max_positions)
             model = cls.parallel(encoder, decoder, s, src_vocab, tgt_vocab, source_bos=True,
                                  max_length=min(CMLM.length_classes - 1,
-                                                arch.max_positions - 2))
+                                                decoder.max_positions - 2))
         else:
             model = cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab,
                                        source_bos=True)  # the BERT reads [CLS] x [SEP]

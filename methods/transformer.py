@@ -535,10 +535,11 @@ class Transformer(Method):
             raise InputError("share_embeddings needs one vocabulary for both sides "
                              "(vocabulary: joint)")
         # built and initialised in fairseq's order, so a seed gives fairseq's weights
-        src_embed = embedding(src_vocab, arch.d_model)
-        tgt_embed = src_embed if settings.share_embeddings else embedding(tgt_vocab, arch.d_model)
-        encoder = TransformerEncoder(arch, src_embed)
-        decoder = TransformerDecoder(arch, tgt_embed)
-        fairseq_init(*dict.fromkeys([src_embed, tgt_embed]), encoder.layers, decoder.layers)
+        embeds = [embedding(src_vocab, arch.d_model)]
+        if not settings.share_embeddings:
+            embeds.append(embedding(tgt_vocab, arch.d_model))
+        encoder = TransformerEncoder(arch, embeds[0])
+        decoder = TransformerDecoder(arch, embeds[-1])
+        fairseq_init(*embeds, encoder.layers, decoder.layers)
         return cls.autoregressive(encoder, decoder, settings, src_vocab, tgt_vocab,
                                   settings.src_bos)

@@ -67,11 +67,9 @@ def side_corpora(dataset, side):
 
 
 def tokenizer_corpora(wildcards):
-    return side_corpora(wildcards.dataset, wildcards.side)
-
-
-def joint_tokenizer_corpora(wildcards):
-    return side_corpora(wildcards.dataset, "src") + side_corpora(wildcards.dataset, "tgt")
+    """A side's corpora; a joint vocabulary's are both sides'."""
+    sides = ("src", "tgt") if wildcards.side == "joint" else (wildcards.side,)
+    return [corpus for side in sides for corpus in side_corpora(wildcards.dataset, side)]
 
 
 def reversed_input(wildcards):

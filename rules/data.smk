@@ -125,24 +125,9 @@ rule prepare_monolingual:
         "--workers {threads:q} > {log:q} 2>&1"
 
 
-rule joint_tokenizer:
-    input:
-        joint_tokenizer_corpora,
-    output:
-        layout.TOKENIZER.replace("{side}", "joint"),
-    params:
-        vocab_size=lambda w: dataset_spec(w)["vocab_size"]["joint"],
-        out=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        "../envs/models.yaml"
-    log:
-        "logs/data/{dataset}/tokenizer.joint.log",
-    shell:
-        "python -m nmtbench tokenizer --corpus {input:q} --out {params.out:q} "
-        "--vocab-size {params.vocab_size:q} > {log:q} 2>&1"
-
-
 rule tokenizer:
+    wildcard_constraints:
+        side=r"src|tgt|joint",  # joint: one vocabulary of both sides (`vocabulary: joint`)
     input:
         tokenizer_corpora,
     output:
