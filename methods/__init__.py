@@ -25,6 +25,8 @@ METHODS: dict[str, str] = {
     "bert-fused": "methods.bert_fused:BertFused",
     "ctnmt": "methods.ctnmt:CTNMT",
     "deep-fusion": "methods.deep_fusion:DeepFusion",
+    "c-mlm": "methods.bert_kd:CMLMTeacherMethod",
+    "bert-kd": "methods.bert_kd:BertKD",
 }
 
 

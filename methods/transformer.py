@@ -106,8 +106,9 @@ class TransformerSettings(SizedSettings):
     # in fairseq (on the toy world the difference was within seed noise: README, "Parity with
     # fairseq"). The BERT methods always read [CLS] x [SEP], the input their BERT was trained on.
     src_bos: bool = False
-    # "joint": both sides read one vocabulary (the workflow picks the tokenizer; the model
-    # only checks), which `share_embeddings` makes one table for encoder, decoder and output
+    # "joint", or a checkpoint's name: both sides read one vocabulary (the workflow picks the
+    # tokenizer; the model only checks), which `share_embeddings` makes one table for
+    # encoder, decoder and output
     vocabulary: str = "sides"
     share_embeddings: bool = False
 
@@ -530,10 +531,10 @@ class Transformer(Method):
               weights: bool = True) -> EncoderDecoder:
         settings = cls.settings.from_config(cfg)
         arch = settings.architecture
-        if settings.share_embeddings and (settings.vocabulary != "joint"
+        if settings.share_embeddings and (settings.vocabulary == "sides"
                                           or src_vocab != tgt_vocab):
             raise InputError("share_embeddings needs one vocabulary for both sides "
-                             "(vocabulary: joint)")
+                             "(vocabulary: joint, or a checkpoint's)")
         # built and initialised in fairseq's order, so a seed gives fairseq's weights
         embeds = [embedding(src_vocab, arch.d_model)]
         if not settings.share_embeddings:

@@ -130,6 +130,14 @@ def cmd_decode(args: argparse.Namespace) -> None:
         write_json(args.info, info)
 
 
+def cmd_soft_targets(args: argparse.Namespace) -> None:
+    from nmtbench.soft_targets import dump
+
+    _threads(args.threads)
+    dump(args.run_dir, args.train_src, args.train_tgt, args.valid_src, args.valid_tgt,
+         args.out, args.top_k, info=args.info, max_tokens=args.max_tokens, device=args.device)
+
+
 def cmd_export(args: argparse.Namespace) -> None:
     from nmtbench.export import export_run
 
@@ -272,6 +280,20 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m nmtbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
+    s = sub.add_parser("soft-targets", help="a C-MLM teacher run's top-K soft targets of "
+                       "a training set (methods/bert_kd.py)")
+    s.add_argument("--run-dir", required=True, help="the teacher's (c-mlm) run directory")
+    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
+        s.add_argument(f"--{name}", required=True)
+    s.add_argument("--out", required=True, help="the safetensors file")
+    s.add_argument("--info", help="a JSON summary: size, time, the teacher's valid accuracy")
+    s.add_argument("--top-k", type=POSITIVE, default=8)
+    s.add_argument("--max-tokens", type=POSITIVE, default=4096,
+                   help="tokens of masked copies per forward pass")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=POSITIVE)
+    s.set_defaults(func=cmd_soft_targets)
+
     s = sub.add_parser("toyworld", help="generate the toy-world corpora")
     s.add_argument("--out", required=True)
     s.add_argument("--world", help="JSON object: WorldConfig fields and split sizes")
@@ -305,7 +327,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_snapshot)
 
     s = sub.add_parser("pretrain", help="pre-train a tiny BERT or GPT-2 on a monolingual corpus")
-    s.add_argument("--corpus", required=True)
+    s.add_argument("--corpus", nargs="+", required=True,
+                   help="one or more corpora (several: read line by line in turn)")
     s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
     s.add_argument("--out", required=True)
     s.add_argument("--settings", required=True,

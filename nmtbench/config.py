@@ -133,7 +133,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
         where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
                  else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
         _check_settings(experiment, info, decode_schema, where)
-        if any(key in experiment for key in info.parent_runs):
+        if any(key in experiment for key in (*info.parent_runs, *info.teachers)):
             warm_starts.append((name, where))
         for key in config["defaults"]:
             if key not in known:
@@ -225,7 +225,8 @@ def resolve_reversed(datasets: dict[str, Any]) -> None:
         for key in ("vocab_size", "checkpoints"):
             if key in base:
                 inherited[key] = {side: base[key][other] for side, other
-                                  in (("src", "tgt"), ("tgt", "src")) if other in base[key]}
+                                  in (("src", "tgt"), ("tgt", "src"), ("joint", "joint"))
+                                  if other in base[key]}
         if "src_lang" in base:
             inherited.update(src_lang=base["tgt_lang"], tgt_lang=base["src_lang"],
                              detok_lang=base["src_lang"])
@@ -238,13 +239,18 @@ def _check_parent_runs(plan: Plan, name: str, where: str) -> None:
     itself, directly or through a chain)."""
     def visit(experiment: str, chain: list[str]) -> None:
         spec = plan.experiments[experiment]
-        for key in plan.implemented[spec["method"]].parent_runs:
-            if key not in spec:
+        info = plan.implemented[spec["method"]]
+        for key in (*info.parent_runs, *info.teachers):
+            if not spec.get(key):
                 continue
             parent = spec[key]["experiment"]
             if parent not in plan.experiments or plan.status(parent) != "ok":
                 raise InputError(f"{where}.{key}.experiment': {parent!r} is not an implemented "
                                  "experiment")
+            teacher = plan.implemented[plan.experiments[parent]["method"]]
+            if key in info.teachers and teacher.decodings != ("none",):
+                raise InputError(f"{where}.{key}.experiment': {parent!r} is not a teacher "
+                                 "(a c-mlm experiment)")
             if parent in chain:
                 raise InputError(f"{where}.{key}.experiment': warm starts form a cycle "
                                  f"({' -> '.join([*chain, parent])})")

@@ -10,6 +10,7 @@ from typing import Any
 
 CHECKPOINT_SIDE = "x-checkpoint-side"
 PARENT_RUN = "x-parent-run"
+SOFT_TARGETS = "x-soft-targets"
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class MethodInfo:
     parent_runs: tuple[str, ...]  # settings naming another run whose checkpoint it loads
     schema: dict[str, Any]  # its settings' JSON schema, the trainer's included (and `$defs`,
     # which its references such as #/$defs/name point into)
+    teachers: tuple[str, ...] = ()  # settings naming a teacher run whose soft targets it reads
 
 
 def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
@@ -40,5 +42,6 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             parent_runs=tuple(key for key, spec in {**trainer, **properties}.items()
                               if spec.get(PARENT_RUN)),
             schema={"type": "object", "properties": {**trainer, **properties},
-                    "$defs": definitions})
+                    "$defs": definitions},
+            teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)))
     return infos

@@ -52,14 +52,12 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
     settings = plan.train_settings(dataset, experiment)
     pretrained = {role: checkpoint_architecture(plan, name)
                   for role, name in plan.checkpoints(dataset, experiment).items()}
-    # a checkpoint reads its side in its own vocabulary (as the workflow's train inputs do)
-    roles = plan.checkpoint_roles(experiment)
-    by_side = {roles[role]: architecture for role, architecture in pretrained.items()}
-    if settings.get("vocabulary") == "joint":
-        src_vocab = tgt_vocab = side_vocab(plan, dataset, "joint")
-    else:
-        src_vocab = side_vocab(plan, dataset, "src", by_side.get("src"))
-        tgt_vocab = side_vocab(plan, dataset, "tgt", by_side.get("tgt"))
+    def vocab(side: str) -> Vocab:  # as the workflow's train inputs choose it
+        name, tokenizer_side = plan.vocabulary(dataset, experiment, side)
+        return side_vocab(plan, dataset, tokenizer_side,
+                          None if name is None else checkpoint_architecture(plan, name))
+
+    src_vocab, tgt_vocab = vocab("src"), vocab("tgt")
     model = get_method(settings["method"]).build(settings, src_vocab, tgt_vocab, pretrained,
                                                  weights=False)
     return model.num_params()

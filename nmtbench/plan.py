@@ -252,6 +252,24 @@ class Plan:
             e in drawn for e in self.sharing(dataset, run))
         return settings
 
+    def vocabulary(self, dataset: str, experiment: str, side: str) -> tuple[str | None, str]:
+        """Where the experiment's vocabulary of `side` (src, tgt) comes from: (a checkpoint
+        whose WordPiece it reads, or None for the dataset's trained one; the tokenizer's
+        side: src, tgt or joint). A checkpoint the method loads reads its side in its own
+        vocabulary; `vocabulary: joint` reads both sides in the dataset's joint one (its
+        `checkpoints.joint`, else trained on both sides), `vocabulary: NAME` in the
+        checkpoint NAME's (a BERT-KD student in its teacher's)."""
+        settings = self.train_settings(dataset, experiment)
+        chosen = settings.get("vocabulary", "sides")
+        if chosen not in ("sides", "joint"):
+            return chosen, "joint"
+        for role, role_side in self.checkpoint_roles(experiment).items():
+            if settings.get(role) and role_side in (side, "joint"):
+                return settings[role], role_side
+        dataset_side = "joint" if chosen == "joint" else side
+        return (self.config["datasets"][dataset].get("checkpoints", {}).get(dataset_side),
+                dataset_side)
+
     def checkpoints(self, dataset: str, run: str) -> dict[str, str]:
         """The pre-trained checkpoints a run loads: role (`src_bert`) -> name."""
         settings = self.train_settings(dataset, run)
@@ -269,8 +287,19 @@ class Plan:
         """The names of the checkpoints pre-trained in the DAG that the requested items' runs
         load (the report shows how well they learned)."""
         pretraining = self.config.get("pretraining", {})
-        return sorted({name for dataset, run in self.runs()
-                       for name in self.checkpoints(dataset, run).values()
+        runs = set(self.runs())
+        todo = list(runs)
+        while todo:  # and the runs they train with (a teacher, a warm start's parent)
+            dataset, run = todo.pop()
+            for run_input in self.run_inputs(dataset, run).values():
+                cell = run_input.cell
+                if cell is not None and (cell.dataset, cell.run) not in runs:
+                    runs.add((cell.dataset, cell.run))
+                    todo.append((cell.dataset, cell.run))
+        return sorted({name for dataset, run in runs
+                       for name in [*self.checkpoints(dataset, run).values(),
+                                    *(self.vocabulary(dataset, run, side)[0]
+                                      for side in ("src", "tgt"))]
                        if name in pretraining})
 
     def decode_settings(self, dataset: str, experiment: str) -> DecodeSettings:
@@ -342,6 +371,13 @@ class Plan:
                                 values={"forward": dataset,
                                         "sentences": back_translation.sentences}),
                        RunInput("bt_tgt", None, self.target_monolingual(dataset))]
+        settings = self.train_settings(dataset, experiment)
+        for key in self.implemented[self.experiments[experiment]["method"]].teachers:
+            if settings.get(key):  # the teacher's top-K soft targets of the training set
+                teacher = self.run_cell(dataset, settings[key]["experiment"],
+                                        f"experiment {experiment!r}, setting {key!r}")
+                inputs.append(RunInput("soft_targets", teacher, layout.SOFT_TARGETS,
+                                       values={"top_k": settings.get("top_k", 8)}))
         for key, (cell, spec) in self.parent_runs(dataset, experiment).items():
             inputs.append(RunInput(key, cell, layout.CHECKPOINT, layout.TRAIN_SUMMARY,
                                    {"checkpoint": spec.get("checkpoint", "best")},
@@ -383,7 +419,11 @@ class Plan:
 
     def cell(self, paper_dataset: str, experiment: str, where: str) -> Cell:
         """The cell of a paper's dataset (mapped onto a configured one) and experiment."""
-        return self.run_cell(self.dataset(paper_dataset, where), experiment, where)
+        cell = self.run_cell(self.dataset(paper_dataset, where), experiment, where)
+        if cell.status == "ok" and self.decoding(cell.dataset, experiment) == "none":
+            raise InputError(f"{where}: experiment {experiment!r} is a teacher, never decoded "
+                             "(decoding: none); show its students instead")
+        return cell
 
     def run_cell(self, dataset: str, experiment: str, where: str) -> Cell:
         """The cell of a configured dataset and experiment."""
@@ -396,10 +436,12 @@ class Plan:
                 raise InputError(f"{where}: experiment {experiment!r} on dataset {dataset!r} "
                                  f"names no {role} checkpoint (set it in the experiment, or "
                                  f"'datasets.{dataset}.checkpoints.{side}')")
-        if (settings.get("vocabulary") == "joint"
-                and "joint" not in self.config["datasets"][dataset]["vocab_size"]):
+        spec = self.config["datasets"][dataset]
+        if (settings.get("vocabulary") == "joint" and "joint" not in spec["vocab_size"]
+                and "joint" not in spec.get("checkpoints", {})):
             raise InputError(f"{where}: experiment {experiment!r} reads a joint vocabulary; set "
-                             f"config key 'datasets.{dataset}.vocab_size.joint'")
+                             f"config key 'datasets.{dataset}.vocab_size.joint' (or "
+                             f"'datasets.{dataset}.checkpoints.joint')")
         return Cell(dataset, experiment, status, self._run_names[(dataset, experiment)],
                     self.decode_settings(dataset, experiment).tag)
 
@@ -486,7 +528,17 @@ class Plan:
             for seed in self.seeds if back_translation is not None else []:
                 files.update(self.cell_files(back_translation.reverse, "test", "bleu_tokenized",
                                              seed))
+        for teacher, top_k in self.teachers():  # and each teacher's accuracy and dump
+            files.update(teacher.file(layout.SOFT_TARGETS_INFO, seed, top_k=top_k)
+                         for seed in self.seeds)
         return sorted(files)
+
+    def teachers(self) -> list[tuple[Cell, int]]:
+        """The teacher runs whose soft targets the requested runs train on, with the K of the
+        dump (the report shows how well each teacher learned)."""
+        found = {(i.cell, i.values["top_k"]) for dataset, run in self.runs()
+                 for i in self.run_inputs(dataset, run).values() if i.name == "soft_targets"}
+        return sorted(found, key=lambda pair: (pair[0].dataset, pair[0].run or "", pair[1]))
 
     def _baseline_cells(self, table: Table) -> dict[int, Cell]:
         if table.baseline is None or self.status(table.baseline) != "ok":

@@ -20,6 +20,7 @@ import logging
 import math
 import time
 from dataclasses import asdict
+from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,14 +124,19 @@ def heldout_scores(model: torch.nn.Module, batcher: Batcher, seqs: list[list[int
             "scored_tokens": total}
 
 
-def pretrain(corpus: str | Path, tokenizer_dir: str | Path, out: str | Path,
+def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, out: str | Path,
              settings: dict[str, Any]) -> dict[str, Any]:
     """Pre-train on `corpus` and write model, tokenizer and pretrain_summary.json into `out`,
-    atomically (a killed job leaves no directory that looks finished)."""
+    atomically (a killed job leaves no directory that looks finished). Several corpora (a
+    joint vocabulary's two sides) are read a line of each in turn, so that the held-out last
+    sentences come from all of them."""
     cfg = PretrainConfig.from_dict(settings)
     torch.manual_seed(cfg.seed)
     tok = load_tokenizer(tokenizer_dir)
-    lines = read_lines(corpus, allow_empty=False)
+    corpora = corpus if isinstance(corpus, list) else [corpus]
+    texts = [read_lines(path, allow_empty=False) for path in corpora]
+    lines = [line for group in zip_longest(*texts) for line in group if line is not None]
+    corpus = " + ".join(map(str, corpora))
     if len(lines) <= cfg.heldout_sentences:
         raise InputError(f"{corpus}: {len(lines)} lines, not more than heldout_sentences "
                          f"({cfg.heldout_sentences})")

@@ -85,6 +85,8 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
         lines += ["", *_claims_section(plan, results)]
     if plan.pretrained_targets():
         lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
+    if plan.teachers():
+        lines += ["", *_teachers_section(plan, results)]
     if results.stale:
         log.warning("left out %d result files no longer made from what is there (listed in %s)",
                     len(results.stale), out)
@@ -279,6 +281,32 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
             "masked tokens predicted correctly (BERT, 15% of tokens selected, 80/10/10) or "
             "next tokens (GPT-2), on the corpus's last sentences, never trained on.", "",
             _markdown(pd.DataFrame(rows).fillna("-"))]
+
+
+def _teachers_section(plan: Plan, results: Results) -> list[str]:
+    """How well each C-MLM teacher learned (masked-token accuracy on valid, every target
+    position masked once) and what its soft targets cost (methods/bert_kd.py)."""
+    rows = []
+    for teacher, top_k in plan.teachers():
+        for seed in plan.seeds:
+            info = read_result(results.path(teacher.file(layout.SOFT_TARGETS_INFO, seed,
+                                                          top_k=top_k)))
+            row = {"Teacher": f"{teacher.dataset}/{teacher.run}/seed{seed}",
+                   "Objective": "-" if info is None else info["objective"]}
+            if info is None:
+                rows.append({**row, "Valid masked-token accuracy": "missing"})
+                continue
+            rows.append({**row,
+                         "Valid masked-token accuracy": f"{100 * info['valid_masked_accuracy']:.1f}%",
+                         f"Soft targets (top {top_k})": f"{info['pairs']} pairs, "
+                         f"{info['target_positions']} positions",
+                         "Bytes per position": f"{info['bytes_per_target_position']:.1f}",
+                         "Seconds per 1,000 pairs": f"{info['seconds_per_1000_pairs']:.2f}"})
+    return ["## Fine-tuned teachers (C-MLM)", "",
+            "BERTs fine-tuned with the conditional masked LM, whose top-K distributions of the "
+            "training targets their students learn from. Accuracy: the valid targets' tokens "
+            "predicted correctly, each masked once (with every 7th of its pair's positions).",
+            "", _markdown(pd.DataFrame(rows).fillna("-"))]
 
 
 def _reported(value: float | None, metric: str) -> str:

@@ -22,6 +22,9 @@ class TrainConfig:
     lr: float = 5e-4
     warmup_updates: int = 4000
     warmup_init_lr: float = 1e-7
+    # after the warm-up: inverse_sqrt (fairseq's, every NMT paper here) or linear (down to 0
+    # at the last update: BERT fine-tuning's triangle, Devlin et al. 2019)
+    lr_schedule: str = "inverse_sqrt"
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-8
     weight_decay: float = 0.0
@@ -71,3 +74,11 @@ def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
     if step < cfg.warmup_updates:
         return cfg.warmup_init_lr + (cfg.lr - cfg.warmup_init_lr) * step / cfg.warmup_updates
     return cfg.lr * math.sqrt(cfg.warmup_updates / max(step, 1))
+
+
+def learning_rate(step: int, cfg: TrainConfig, total: int) -> float:
+    """The rate after `step` of `total` updates under `cfg.lr_schedule`: the same warm-up,
+    then inverse square root decay, or linear decay to 0 at `total`."""
+    if cfg.lr_schedule == "linear" and step >= cfg.warmup_updates:
+        return cfg.lr * max(0.0, (total - step) / max(total - cfg.warmup_updates, 1))
+    return inverse_sqrt_lr(step, cfg)

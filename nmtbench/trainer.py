@@ -38,7 +38,7 @@ import torch
 from tqdm import tqdm
 
 from methods import get_method
-from nmtbench import checkpoints, distributed, provenance
+from nmtbench import checkpoints, distributed, provenance, soft_targets
 from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
@@ -46,7 +46,7 @@ from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
 from nmtbench.method import Model, Progress
 from nmtbench.metrics import multi_bleu_perl
 from nmtbench.tokenization import load_tokenizer, vocab_of
-from nmtbench.train_config import TrainConfig, inverse_sqrt_lr, resumable
+from nmtbench.train_config import TrainConfig, learning_rate, resumable
 from nmtbench.translate import translate_lines
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ RUN_INPUTS = {
     "bt_tgt": "the monolingual target sentences bt_src translates",
     "init_from": "a checkpoint whose matching weights initialise the model (warm start)",
     "features_from": "a checkpoint whose encoder replaces BERT-fused's BERT (bert_fused.py)",
+    "soft_targets": "a teacher's top-K distributions of the training targets (bert_kd.py)",
 }
 
 
@@ -93,6 +94,9 @@ class Trainer:
                                             self.tgt_tok, self.tc.max_positions,
                                             limit=self.tc.train_pairs,
                                             src_bos=self.model.source_bos)
+        if "soft_targets" in self.inputs:
+            soft_targets.load(self.inputs["soft_targets"], self.train_data, self.tgt_tok,
+                              getattr(self.model.settings, "top_k", 0))
         if self.tc.bt_sentences:
             self.train_data += self._back_translations()
         self.valid_data = ParallelData.load(paths["valid_src"], paths["valid_tgt"], self.src_tok,
@@ -205,7 +209,7 @@ class Trainer:
     def _train_step(self, group: list[list[int]]) -> dict[str, float]:
         """One update over `group` (world size x update_freq batches, fewer at an epoch's end)."""
         self.model.train()
-        lr = inverse_sqrt_lr(self.step, self.tc)
+        lr = learning_rate(self.step, self.tc, self.total_updates)
         progress = Progress(self.step, self.total_updates)
         for spec, param_group in zip(self.groups, self.optimizer.param_groups, strict=True):
             param_group["lr"] = lr * spec.lr_scale(progress)

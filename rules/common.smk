@@ -58,6 +58,11 @@ def datasets_either(names):
     return "|".join(re.escape(d) for d in names) or "^$"
 
 
+def monolingual_corpora(dataset, side):
+    """A toy world's monolingual text of a side, or of both (joint), for pre-training."""
+    return [prepared(dataset, f"mono.{s}") for s in (("src", "tgt") if side == "joint" else (side,))]
+
+
 def side_corpora(dataset, side):
     """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
     corpora = [prepared(dataset, f"train.{side}")]
@@ -129,11 +134,12 @@ def side_tokenizer(dataset, side):
 
 
 def run_tokenizer(dataset, run, side):
-    """A run's tokenizer of a side: the joint WordPiece of both sides when the run reads one
-    vocabulary (`vocabulary: joint`), else the side's."""
-    if PLAN.train_settings(dataset, run).get("vocabulary") == "joint":
-        return layout.TOKENIZER.format(dataset=dataset, side="joint")
-    return side_tokenizer(dataset, side)
+    """A run's tokenizer of a side (Plan.vocabulary): a checkpoint's, or one trained on the
+    data (the side's, or both sides' for `vocabulary: joint`)."""
+    name, tokenizer_side = PLAN.vocabulary(dataset, run, side)
+    if name is None:
+        return layout.TOKENIZER.format(dataset=dataset, side=tokenizer_side)
+    return checkpoint_marker(name)
 
 
 def checkpoint_marker(name):
@@ -161,7 +167,6 @@ def train_inputs(wildcards):
     `input_<name>`, on the file the DAG waits for."""
     d = wildcards.dataset
     checkpoints = PLAN.checkpoints(d, wildcards.run)
-    roles = PLAN.checkpoint_roles(wildcards.run)
     inputs = {
         **{f"{split}_{side}": prepared(d, f"{split}.{side}")
            for split in ("train", "valid") for side in ("src", "tgt")},
@@ -169,8 +174,6 @@ def train_inputs(wildcards):
            for side in ("src", "tgt")},
         **{f"pretrained_{role}": checkpoint_marker(name) for role, name in checkpoints.items()},
     }
-    for role, name in checkpoints.items():  # a checkpoint reads its side in its own vocabulary
-        inputs[f"{roles[role]}_tokenizer"] = checkpoint_marker(name)
     for name, run_input in PLAN.run_inputs(d, wildcards.run).items():
         inputs[f"input_{name}"] = run_input.needs(wildcards.seed)
     return inputs

@@ -18,7 +18,7 @@ rule snapshot:
 
 rule pretrain:
     input:
-        corpus=lambda w: prepared(pretraining_spec(w)["dataset"], f"mono.{pretraining_spec(w)['side']}"),
+        corpus=lambda w: monolingual_corpora(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
         tokenizer=lambda w: side_tokenizer(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
     output:
         layout.PRETRAINED,

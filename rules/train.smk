@@ -38,3 +38,40 @@ rule train:
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
         "{params.pretrained:q} {params.inputs:q} "
         "--device {params.device:q} --threads {threads:q} >> {log:q} 2>&1"
+
+
+# A C-MLM teacher's top-K soft targets of the training set (Chen et al. 2020): every target
+# position masked once; the students that name the teacher (`teacher:`) train on them.
+rule soft_targets:
+    input:
+        summary=layout.TRAIN_SUMMARY,
+        train_src=lambda w: prepared(w.dataset, "train.src"),
+        train_tgt=lambda w: prepared(w.dataset, "train.tgt"),
+        valid_src=lambda w: prepared(w.dataset, "valid.src"),
+        valid_tgt=lambda w: prepared(w.dataset, "valid.tgt"),
+    output:
+        soft=layout.SOFT_TARGETS,
+        info=layout.SOFT_TARGETS_INFO,
+    params:
+        run_dir=lambda w, input: os.path.dirname(input.summary),
+        device=config.get("device", "auto"),
+    conda:
+        "../envs/models.yaml"
+    log:
+        "logs/soft_targets/{dataset}/{run}/seed{seed}.top{top_k}.log",
+    benchmark:
+        "logs/soft_targets/{dataset}/{run}/seed{seed}.top{top_k}.benchmark.tsv"
+    wildcard_constraints:
+        top_k=r"\d+",
+    threads: resource("translate", "threads")
+    priority: 1
+    resources:
+        mem_mb=resource("translate", "mem_mb"),
+        runtime=resource("translate", "runtime"),
+        gpu=resource("translate", "gpu"),
+    shell:
+        "python -m nmtbench soft-targets --run-dir {params.run_dir:q} "
+        "--train-src {input.train_src:q} --train-tgt {input.train_tgt:q} "
+        "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
+        "--out {output.soft:q} --info {output.info:q} --top-k {wildcards.top_k:q} "
+        "--device {params.device:q} --threads {threads:q} > {log:q} 2>&1"

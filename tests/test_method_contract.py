@@ -125,10 +125,18 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
                                 "decoder_layers": 2, "decoder_init": TINY_BERTS["tgt_bert"],
                                 "freeze_decoder": True},
     },
+    "c-mlm": {
+        "cmlm": {"bert": TINY_BERTS["src_bert"]},
+        "l2r-first-layer": {"bert": TINY_BERTS["src_bert"], "objective": "l2r",
+                            "teacher_layers": 1},
+    },
+    "bert-kd": {
+        "transformer": {"top_k": 3, "temperature": 2.0, "alpha": 0.5},
+    },
 }
 
 CASE_IDS = [(name, variant) for name in methods.METHODS for variant in CASES.get(name, {})]
-DECODING_OF = {"at": "beam", "nat": "mask_predict"}  # setting -> Model.decoding
+DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -> Model.decoding
 
 
 # --- building -------------------------------------------------------------------------------
@@ -141,11 +149,13 @@ def tiny_berts(tmp_path_factory) -> dict[str, str]:
         save_tiny_bert(root / role, seed=seed)
     # deep fusion's decoder_init reads the target side, like tgt_bert
     return {role: str(root / role) for role in TINY_BERTS} | {
-        "decoder_init": str(root / "tgt_bert")}
+        "decoder_init": str(root / "tgt_bert"), "bert": str(root / "src_bert")}
 
 
 def config_of(name: str, variant: str) -> dict[str, Any]:
-    return {"method": name, **SMALL, **CASES[name][variant]}
+    keys = get_method(name).config_keys()
+    return {"method": name, **{k: v for k, v in SMALL.items() if k in keys},
+            **CASES[name][variant]}
 
 
 def build(name: str, variant: str, berts: dict[str, str], seed: int = 0) -> Model:
@@ -165,9 +175,14 @@ def tiny_batch(model: Model) -> Batch:
         return torch.tensor([r + [v.pad] * (width - len(r)) for r in rows])
 
     bos = [v.bos] if model.source_bos else []
+    tgt_out = pad([[*t, v.eos] for t in targets])
+    # a teacher's top-4 soft targets, for the methods that train on them (bert-kd)
+    g = torch.Generator().manual_seed(0)
+    extras = {"soft_ids": torch.randint(5, v.size, (*tgt_out.shape, 4), generator=g),
+              "soft_logprobs": torch.randn(*tgt_out.shape, 4, generator=g)}
     return Batch(src=pad([[*bos, *s, v.eos] for s in sources]),
-                 tgt_in=pad([[v.bos, *t] for t in targets]),
-                 tgt_out=pad([[*t, v.eos] for t in targets]), ids=torch.arange(3))
+                 tgt_in=pad([[v.bos, *t] for t in targets]), tgt_out=tgt_out,
+                 ids=torch.arange(3), extras=extras)
 
 
 def eval_loss(model: Model, batch: Batch) -> float:
@@ -201,6 +216,8 @@ def outputs(model: Model, batch: Batch) -> list[torch.Tensor]:
     with torch.no_grad():
         if isinstance(model, Autoregressive):
             return [F.log_softmax(model(batch.src, batch.tgt_in).float(), dim=-1)]
+        if model.decoding == "none":  # a teacher: its predictions over the target
+            return [model.predict(batch.src, batch.tgt_out)]
         state = model.encode(batch.src)
         tokens = torch.cat([batch.tgt_in, batch.tgt_out[:, -1:]], dim=1)
         tokens[:, 2:4] = torch.where(tokens[:, 2:4] > BERT_VOCAB.eos, BERT_VOCAB.mask,
@@ -244,7 +261,8 @@ def test_settings_are_a_dataclass_whose_fields_are_the_config_keys(name):
     assert {k: getattr(read, k) for k in keys} == given
     for variant, cfg in CASES.get(name, {}).items():
         assert set(cfg) <= keys, f"CASES[{name!r}][{variant!r}] sets keys {name} does not read"
-        assert set(SMALL) <= keys
+        if "size" in keys:  # a method with Transformer parts: the cases build them SMALL
+            assert set(SMALL) <= keys
 
 
 @pytest.mark.parametrize("name", list(methods.METHODS))
@@ -257,7 +275,7 @@ def test_decodings_and_checkpoint_roles_are_settings(name):
     else:
         assert method.decodings == ("at",)
     assert set(method.checkpoint_roles) <= keys
-    assert set(method.checkpoint_roles.values()) <= {"src", "tgt"}
+    assert set(method.checkpoint_roles.values()) <= {"src", "tgt", "joint"}
     decoded = {CASES[name][v].get("decoding", method.decodings[0]) for v in CASES.get(name, {})}
     assert decoded == set(method.decodings), f"CASES[{name!r}] must cover every decoding"
 
@@ -291,6 +309,9 @@ def test_builds_the_model_class_and_protocol_of_its_decoding(name, variant, tiny
         assert isinstance(model, method.autoregressive)
         assert isinstance(model, Autoregressive) and not isinstance(model, Parallel)
         assert model.max_positions > 0
+    elif decoding == "none":  # trained, never decoded (a teacher): predicts masked targets
+        assert not isinstance(model, (Autoregressive, Parallel))
+        assert callable(model.predict)
     else:
         assert isinstance(model, method.parallel)
         assert isinstance(model, Parallel) and not isinstance(model, Autoregressive)
@@ -308,6 +329,10 @@ def test_output_shapes(name, variant, tiny_berts):
             state = model.encode(batch.src)
             assert all(t.size(0) == B for t in state.values())
             assert model.decode_step(batch.tgt_in[:, 0], state).shape == (B, V)
+        elif model.decoding == "none":
+            lprobs = model.predict(batch.src, batch.tgt_out)
+            assert lprobs.shape == (B, T, V)
+            torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(B, T))
         else:
             state = model.encode(batch.src)
             assert all(t.size(0) == B for t in state.values())  # reorder_state selects rows
@@ -400,6 +425,12 @@ def test_decoding_hooks(name, variant, tiny_berts):
                                            full[:, t], rtol=0, atol=1e-5)
             hyps = beam_search(model, batch.src, beam=2, bos=v.bos, eos=v.eos, pad=v.pad,
                                max_len_a=1.0, max_len_b=3)
+        elif model.decoding == "none":  # no decoding: each pair's predictions are its own
+            lprobs = model.predict(batch.src, batch.tgt_out)
+            reordered = model.predict(batch.src[order], batch.tgt_out[order])
+            real = batch.tgt_out[order] != v.pad
+            torch.testing.assert_close(reordered[real], lprobs[order][real], rtol=0, atol=1e-5)
+            return
         else:
             state = model.encode(batch.src)
             tokens = torch.full((3, 5), v.mask)

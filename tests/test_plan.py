@@ -481,9 +481,9 @@ def test_default_config_plans_exactly_these_runs():
         # every paper's base Transformer: the toy world's `sizes` turn base and iwslt into
         # tiny, its override bertkd's dropout 0.3 into 0.1. Its cells: abnet2020.table1
         # transformer-base, deepfusion2022.table1 transformer-base, bertfused2020.table1
-        # transformer-iwslt, ctnmt2020.table1 ctnmt-transformer-base, bertkd2020.table1 +
-        # figure2a bertkd-transformer-base-deen. It is named transformer-tiny: the experiment
-        # of that name asks for tiny itself.
+        # transformer-iwslt, ctnmt2020.table1 ctnmt-transformer-base (not bertkd2020's: it
+        # reads the vocabulary of the BERT-KD teacher). It is named
+        # transformer-tiny: the experiment of that name asks for tiny itself.
         "toy/transformer-tiny",
         # the larger baselines keep their order of size in miniature (deepfusion2022.table1 +
         # figure3): big (also bertfused2020.table5's back-translation Transformer) and the
@@ -521,7 +521,12 @@ def test_default_config_plans_exactly_these_runs():
         # deepfusion2022.table1 + figure3's proposed model (M = 2): on the toy world's 3-layer
         # BERT, one layer per group, like M = 1, whose name sorts first
         "toy/deepfusion-m1",
-        # nothing else: BERT-KD is not implemented, and the papers' quoted rows are external
+        # bertkd2020.table1 + figure2a: the baseline in the teacher's (joint) vocabulary,
+        # the student, and its C-MLM teacher (the report's accuracy of its soft targets)
+        "toy/bertkd-transformer-base",
+        "toy/bertkd-kd-deen",
+        "toy/bertkd-teacher-mbert",
+        # nothing else: the papers' quoted rows are external
     }
     assert plan.sharing("toy", "deepfusion-m1") == [
         "deepfusion-m1", "deepfusion-m2", "deepfusion-mono-bert"]
@@ -537,30 +542,35 @@ def test_default_config_plans_exactly_these_runs():
                                                  "tgt_bert": "toy-bert-tgt"}
     assert plan.checkpoints("toy", "abnet-enc-nat") == {"src_bert": "toy-bert-src"}
     # only the checkpoints some run loads are pre-trained (no run loads the toy GPT-2 yet)
-    assert plan.pretrained_targets() == ["toy-bert-src", "toy-bert-tgt"]
+    # (the BERT-KD student's teacher, a run input, loads the joint one)
+    assert plan.checkpoints("toy", "bertkd-teacher-mbert") == {"bert": "toy-bert-joint"}
+    assert plan.pretrained_targets() == ["toy-bert-joint", "toy-bert-src", "toy-bert-tgt"]
     # only the runs a curve figure draws (deepfusion2022.figure3) log valid BLEU
     assert [plan.run_settings("toy", run, 1)["valid_bleu"] for run in (
         "deepfusion-transformer-12", "deepfusion-transformer-20", "transformer-tiny",
         "bert-init")] == [True, True, False, False]
     assert plan.sharing("toy", "transformer-tiny") == [
-        "bertkd-transformer-base", "bertkd-transformer-base-deen", "ctnmt-transformer-base",
-        "deepfusion-transformer-base", "multi30k-transformer", "transformer-base",
-        "transformer-iwslt", "transformer-tiny"]
+        "ctnmt-transformer-base", "deepfusion-transformer-base", "multi30k-transformer",
+        "transformer-base", "transformer-iwslt", "transformer-tiny"]
+    assert plan.sharing("toy", "bertkd-transformer-base") == [
+        "bertkd-transformer-base", "bertkd-transformer-base-deen"]
     assert plan.sharing("toy", "transformer-big") == [
         "bertfused-transformer-big-bt", "deepfusion-transformer-big", "transformer-big"]
     run = "results/runs/toy/transformer-tiny/seed1"
     targets = set(plan.targets())
-    # one model, three decodings: beam 5 (the default), deepfusion's beam 4, bertkd's beam 4
+    kd = "results/runs/toy/bertkd-transformer-base/seed1"
+    # one model, two decodings: beam 5 (the default), deepfusion's beam 4; bertkd's beam 4
     # with GNMT length penalty 0.6 (test for table1, valid for its dev column and figure2a)
+    # decodes its own baseline
     assert {f"{run}/metrics.test.beam5-lp1-fairseq-best.json",
             f"{run}/metrics.test.beam4-lp1-fairseq-best.json",
-            f"{run}/metrics.test.beam4-lp0p6-gnmt-best.json",
-            f"{run}/metrics.valid.beam4-lp0p6-gnmt-best.json",
+            f"{kd}/metrics.test.beam4-lp0p6-gnmt-best.json",
+            f"{kd}/metrics.valid.beam4-lp0p6-gnmt-best.json",
             f"{run}/latency.beam5-lp1-fairseq-best.json",  # abnet2020.table1 latency
             # deepfusion2022.figure3's curves
             "results/runs/toy/deepfusion-transformer-12/seed1/train_summary.json",
             "results/runs/toy/deepfusion-transformer-20/seed1/train_summary.json",
-            f"{run}/buckets.valid.beam4-lp0p6-gnmt-best.8-16-24-32-40.json",  # figure2a
+            f"{kd}/buckets.valid.beam4-lp0p6-gnmt-best.8-16-24-32-40.json",  # figure2a
             # abnet2020.table1: AB-Net's speedup, timed with the Transformer in one job
             "results/runs/toy/abnet/seed1/latency.lb4-it10-avg10.vs.transformer-tiny."
             "beam5-lp1-fairseq-best.json",
