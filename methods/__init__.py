@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # name -> "module:class"
 METHODS: dict[str, str] = {
     "transformer": "methods.transformer:Transformer",
+    "rnn": "methods.rnn:RNN",
     "bert-init": "methods.bert_encoder:BertInit",
     "bert-frozen": "methods.bert_encoder:BertFrozen",
     "cmlm": "methods.cmlm:CMLM",

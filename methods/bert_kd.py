@@ -11,7 +11,8 @@ Two methods, one per training job, both through the shared trainer:
   conditional LM, so a masked position is predicted from its left context).
   `teacher_layers` keeps the BERT's first N layers (Table 6's BERT_sm: 6 of 12). The teacher
   is never decoded; `nmtbench.soft_targets` runs it over the training set.
-- `bert-kd` (`KDStudent`): the Transformer baseline trained with
+- `bert-kd` (`KDStudent`): the Transformer baseline (`student: rnn`: the RNN of
+  `methods/rnn.py`, Table 2) trained with
   L = alpha * L_bidi + (1 - alpha) * L_xe (Eq. 5), L_bidi the cross-entropy against the
   teacher's top-K distribution, softmax(top-K logits / T) (Eq. 4); the temperature applies to
   the teacher only (the paper's footnote 6). The terms are `bidi` and `tokens` (the baseline's
@@ -40,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from methods.rnn import RNNConfig, rnn_parts
 from methods.transformer import EncoderDecoder, Transformer, TransformerSettings
 from nmtbench.errors import InputError
 from nmtbench.method import (
@@ -55,6 +57,7 @@ from nmtbench.method import (
 from nmtbench.pretrained import check_vocab, load_model
 
 OBJECTIVES = ("cmlm", "l2r")
+STUDENTS = ("transformer", "rnn")
 SOFT_IDS, SOFT_LOGPROBS = "soft_ids", "soft_logprobs"  # the batch extras of soft targets
 
 
@@ -97,6 +100,8 @@ class CMLMTeacher(Model):
                  tgt_vocab: Vocab):
         super().__init__()
         self.bert = bert
+        # the longest target it reads: its positions hold the source too
+        self.max_length = bert.config.max_position_embeddings
         self.settings = settings
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
 
@@ -175,7 +180,7 @@ class CMLMTeacherMethod(Method):
 # --- the student ------------------------------------------------------------------------------
 
 @dataclass
-class KDSettings(TransformerSettings):
+class KDSettings(TransformerSettings, RNNConfig):
     # the teacher's run (a `c-mlm` experiment), whose soft targets of the training set the
     # student reads (the run input `soft_targets`)
     teacher: dict[str, Any] | None = None
@@ -218,7 +223,8 @@ class KDStudent(EncoderDecoder):
 
 
 class BertKD(Transformer):
-    """The student (`bert-kd`): the Transformer baseline, trained on a teacher's soft targets."""
+    """The student (`bert-kd`): the Transformer baseline (or with `student: rnn` the RNN
+    baseline's model), trained on a teacher's soft targets."""
 
     settings = KDSettings
     autoregressive = KDStudent
@@ -228,12 +234,16 @@ class BertKD(Transformer):
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> KDStudent:
         s = cls.settings.from_config(cfg)
-        if s.student != "transformer":
-            raise InputError(f"bert-kd: student {s.student!r} is not built (transformer)")
+        if s.student not in STUDENTS:
+            raise InputError(f"bert-kd: student {s.student!r}; known: {', '.join(STUDENTS)}")
         if not 0 <= s.alpha <= 1 or s.temperature <= 0 or s.top_k < 1:
             raise InputError("bert-kd: alpha must lie in [0, 1], temperature be positive and "
                              "top_k at least 1")
-        model = super().build(cfg, src_vocab, tgt_vocab, pretrained, weights)
+        if s.student == "rnn":  # Table 2: the RNN baseline's model (methods/rnn.py)
+            encoder, decoder = rnn_parts(s, s.dropout, s.max_positions, src_vocab, tgt_vocab)
+            model = cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, s.src_bos)
+        else:
+            model = super().build(cfg, src_vocab, tgt_vocab, pretrained, weights)
         model.settings.loss_weights = {"bidi": s.alpha, "tokens": 1 - s.alpha,
                                        **s.loss_weights}
         return model

@@ -296,8 +296,8 @@ def _teachers_section(plan: Plan, results: Results) -> list[str]:
             if info is None:
                 rows.append({**row, "Valid masked-token accuracy": "missing"})
                 continue
-            rows.append({**row,
-                         "Valid masked-token accuracy": f"{100 * info['valid_masked_accuracy']:.1f}%",
+            accuracy = 100 * info["valid_masked_accuracy"]
+            rows.append({**row, "Valid masked-token accuracy": f"{accuracy:.1f}%",
                          f"Soft targets (top {top_k})": f"{info['pairs']} pairs, "
                          f"{info['target_positions']} positions",
                          "Bytes per position": f"{info['bytes_per_target_position']:.1f}",

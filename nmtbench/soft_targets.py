@@ -4,7 +4,8 @@ position masked, computed once and read by every student.
 
 Each position is masked exactly once: a pair with a target of n positions is copied
 c = min(copies, n) times and copy r masks the positions j with j mod c = r, so one forward
-pass serves n / c positions (the authors' code: 7 copies). One safetensors file holds every
+pass serves n / c positions (the authors' code: 7 copies; a left-to-right teacher, which would
+see the masks left of a position, gets one copy per position). One safetensors file holds every
 pair's rows, keyed by line number: `offsets` (lines + 1), `ids` (positions x K, int32) and
 `logprobs` (positions x K, float16); its metadata names K, the target vocabulary's digest and
 size, so that a student with another vocabulary is refused instead of learning from ids
@@ -102,8 +103,11 @@ def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
     if top_k > model.tgt_vocab.size:
         raise InputError(f"top_k {top_k} exceeds the vocabulary ({model.tgt_vocab.size})")
     start = time.perf_counter()
+    # a left-to-right teacher sees the masks left of a position: one masked position a copy
+    copies = COPIES if model.settings.objective == "cmlm" else model.max_length
     train = ParallelData.load(train_src, train_tgt, src_tok, tgt_tok, src_bos=True)
-    ids, lprobs = teacher_topk(model, train, top_k, max_tokens, desc=f"soft targets {out}")
+    ids, lprobs = teacher_topk(model, train, top_k, max_tokens, copies,
+                               desc=f"soft targets {out}")
     seconds = time.perf_counter() - start
     lengths = torch.tensor([len(t) for t in ids])
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
@@ -113,7 +117,8 @@ def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
     with atomic_path(out) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
     valid = ParallelData.load(valid_src, valid_tgt, src_tok, tgt_tok, src_bos=True)
-    valid_ids, _ = teacher_topk(model, valid, 1, max_tokens, desc="teacher accuracy (valid)")
+    valid_ids, _ = teacher_topk(model, valid, 1, max_tokens, copies,
+                                desc="teacher accuracy (valid)")
     hits = sum(int((p[:, 0] == torch.tensor(t[1:])).sum()) for p, t in zip(valid_ids,
                                                                             valid.tgt,
                                                                             strict=True))

@@ -44,7 +44,7 @@ def test_a_reversed_dataset_swaps_sides_and_keeps_its_own_keys():
 
 def test_the_toy_reverse_model_trains_on_the_toy_world_read_backwards(cfg):
     plan = nmtconfig.check(cfg, SCHEMA)
-    assert cfg["datasets"]["toy-reverse"]["vocab_size"] == {"src": 1500, "tgt": 2000}
+    assert cfg["datasets"]["toy-reverse"]["vocab_size"] == {"src": 1500, "tgt": 2000, "joint": 3000}
     for experiment, sentences in BT_RUNS.items():
         bt = plan.back_translation("toy", experiment)
         assert bt.reverse.dataset == "toy-reverse" and bt.reverse.run == "transformer-tiny"

@@ -4,6 +4,7 @@ forward pass gives, soft targets follow their pairs through length filtering, an
 loss is Eq. 5 computed by hand."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,11 +133,12 @@ def test_stored_top_k_is_that_of_a_forward_pass_with_the_position_masked(bert_di
             torch.testing.assert_close(lprobs[i][j].float(), top.values, atol=2e-3, rtol=0)
 
 
-def dump(bert_dir: Path, tmp_path: Path, paths: dict[str, str]) -> Path:
+def dump(bert_dir: Path, tmp_path: Path, paths: dict[str, str],
+         objective: str = "cmlm") -> Path:
     """A c-mlm teacher trained one epoch, and its top-8 soft targets of `paths`' training set."""
     torch.set_num_threads(1)
     run = tmp_path / "teacher"
-    Trainer(run, {"method": "c-mlm", "bert": str(bert_dir), **TRAIN},
+    Trainer(run, {"method": "c-mlm", "bert": str(bert_dir), "objective": objective, **TRAIN},
             {**paths, "src_tokenizer": str(bert_dir), "tgt_tokenizer": str(bert_dir),
              "pretrained": {"bert": str(bert_dir)}}, device="cpu").run()
     out = tmp_path / "soft.safetensors"
@@ -229,3 +231,86 @@ def test_teacher_then_student_through_the_trainer(bert_dir, tmp_path):
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     steps = [r for r in log if r["event"] == "train"]
     assert steps and all("bidi" in r for r in steps)
+
+
+def test_a_left_to_right_teachers_positions_are_masked_one_at_a_time(bert_dir, tmp_path):
+    """Masks left of a position would hide the context an l2r teacher reads."""
+    from safetensors.torch import load_file
+
+    from nmtbench.translate import load_run_model
+
+    paths = write_bert_corpus(tmp_path)
+    words = TOKENS[5:]
+    for split in ("train", "valid"):  # targets longer than the 7 copies of a C-MLM teacher
+        for side in ("src", "tgt"):
+            lines = Path(paths[f"{split}_{side}"]).read_text().splitlines()
+            Path(paths[f"{split}_{side}"]).write_text("\n".join(
+                f"{line} {' '.join(words[k % 90] for k in range(n, n + 6))}"
+                for n, line in enumerate(lines)) + "\n")
+    stored = load_file(str(dump(bert_dir, tmp_path, paths, objective="l2r")))
+    model, tok, _, _ = load_run_model(tmp_path / "teacher", device="cpu")
+    data = pair_data(paths, tok)
+    i = max(range(len(data)), key=lambda k: len(data.tgt[k]))  # longer than 7 positions
+    target = torch.tensor(data.tgt[i][1:])
+    rows = slice(int(stored["offsets"][i]), int(stored["offsets"][i + 1]))
+    assert len(target) > soft_targets.COPIES
+    for j in range(len(target)):
+        with torch.no_grad():
+            alone = model.predict(torch.tensor([data.src[i]]),
+                                  target.masked_fill(torch.arange(len(target)) == j,
+                                                     V.mask)[None])[0, j].topk(8)
+        assert stored["ids"][rows][j].tolist() == alone.indices.tolist()
+
+
+# --- the plan: a student's soft targets come from its teacher's run ---------------------------
+
+def default_config() -> dict:
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    return yaml.safe_load((root / "config" / "config.yaml").read_text()), root
+
+
+def test_a_student_trains_on_its_teachers_soft_targets_in_its_vocabulary():
+    from nmtbench import config as nmtconfig
+
+    cfg, root = default_config()
+    plan = nmtconfig.check(cfg, root / "config" / "schema.yaml")
+    inputs = plan.run_inputs("toy", "bertkd-kd-deen")
+    assert set(inputs) == {"soft_targets"}
+    assert inputs["soft_targets"].path(1) == (
+        "results/runs/toy/bertkd-teacher-mbert/seed1/soft_targets.top8.safetensors")
+    # student, baseline and teacher read the teacher's BERT's vocabulary on both sides
+    for run in ("bertkd-kd-deen", "bertkd-transformer-base", "bertkd-teacher-mbert"):
+        assert plan.vocabulary("toy", run, "src") == ("toy-bert-joint", "joint")
+        assert plan.vocabulary("toy", run, "tgt") == ("toy-bert-joint", "joint")
+    assert plan.vocabulary("toy", "transformer-tiny", "src") == (None, "src")
+    assert "toy-bert-joint" in plan.pretrained_targets()
+    assert (plan.teachers()[0][0].run, plan.teachers()[0][1]) == ("bertkd-teacher-mbert", 8)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda c: c["experiments"].update(bertkd_x={
+        "method": "bert-kd", "teacher": {"experiment": "transformer-tiny"}}),
+     "'transformer-tiny' is not a teacher (a c-mlm experiment)"),
+    (lambda c: c["experiments"].update(bertkd_x={
+        "method": "bert-kd", "teacher": {"experiment": "no-such-teacher"}}),
+     "'no-such-teacher' is not an implemented experiment"),
+])
+def test_a_teacher_that_is_no_c_mlm_run_is_a_config_error(mutate, message):
+    from nmtbench import config as nmtconfig
+
+    cfg, root = default_config()
+    cfg.setdefault("experiments", {})
+    mutate(cfg)
+    with pytest.raises(InputError, match=re.escape(message)):
+        nmtconfig.check(cfg, root / "config" / "schema.yaml")
+
+
+def test_a_teacher_cannot_be_a_table_row():
+    from nmtbench import config as nmtconfig
+
+    cfg, root = default_config()
+    plan = nmtconfig.check(cfg, root / "config" / "schema.yaml")
+    with pytest.raises(InputError, match="is a teacher, never decoded"):
+        plan.cell("iwslt14-de-en", "bertkd-teacher-mbert", "a table")

@@ -77,8 +77,8 @@ def _experiment(c, **settings):
      "config key 'dataset_map.wmt14-en-de': unknown dataset 'wmt14'"),
     (lambda c: c["datasets"]["toy"]["overrides"].update({"bert-magic": {"size": "tiny"}}),
      "config key 'datasets.toy.overrides.bert-magic': neither a method (abnet, bert-frozen, "
-     "bert-fused, bert-init, bert-kd, c-mlm, cmlm, ctnmt, deep-fusion, transformer) nor an "
-     "experiment with one"),
+     "bert-fused, bert-init, bert-kd, c-mlm, cmlm, ctnmt, deep-fusion, rnn, transformer) nor "
+     "an experiment with one"),
     (lambda c: c["datasets"]["toy"].update({"seq_kd": "abnet-mask-predict"}),
      "config key 'datasets.toy.seq_kd': 'abnet-mask-predict' is not an implemented "
      "autoregressive experiment"),

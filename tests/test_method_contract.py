@@ -132,6 +132,12 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "bert-kd": {
         "transformer": {"top_k": 3, "temperature": 2.0, "alpha": 0.5},
+        "rnn-student": {"student": "rnn", "rnn_embed": 12, "rnn_hidden": 16, "top_k": 3,
+                        "temperature": 2.0, "alpha": 0.5},
+    },
+    "rnn": {
+        "two-layers": {"rnn_embed": 12, "rnn_hidden": 16},
+        "one-layer": {"rnn_embed": 12, "rnn_hidden": 16, "rnn_layers": 1},
     },
 }
 

@@ -479,7 +479,7 @@ def test_default_config_plans_exactly_these_runs():
     plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
     assert run_dirs(plan.targets()) == {
         # every paper's base Transformer: the toy world's `sizes` turn base and iwslt into
-        # tiny, its override bertkd's dropout 0.3 into 0.1. Its cells: abnet2020.table1
+        # tiny. Its cells: abnet2020.table1
         # transformer-base, deepfusion2022.table1 transformer-base, bertfused2020.table1
         # transformer-iwslt, ctnmt2020.table1 ctnmt-transformer-base (not bertkd2020's: it
         # reads the vocabulary of the BERT-KD teacher). It is named

@@ -75,8 +75,10 @@ def test_toy_berts_are_pretrained_in_the_dag_and_loaded_by_the_bert_runs(finishe
     """The toy BERTs are HF directories made in the DAG; bert-init/bert-frozen load them."""
     text = (finished / "results" / "tables.md").read_text()
     assert "## Pre-trained checkpoints" in text
-    assert smoke_plan().pretrained_targets() == ["toy-bert-src", "toy-bert-tgt"]
-    for name in ("toy-bert-src", "toy-bert-tgt"):
+    # (toy-bert-joint: the BERT-KD teacher's, for bertkd2020.table1)
+    assert smoke_plan().pretrained_targets() == ["toy-bert-joint", "toy-bert-src",
+                                                 "toy-bert-tgt"]
+    for name in ("toy-bert-joint", "toy-bert-src", "toy-bert-tgt"):
         summary = json.loads((finished / "data" / "pretrained" / name /
                               "pretrain_summary.json").read_text())
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
@@ -212,12 +214,13 @@ def test_a_joint_vocabulary_run_reads_both_sides_with_one_tokenizer(tmp_path):
 
 
 def test_a_joint_vocabulary_needs_its_size(tmp_path):
-    extra = tmp_path / "joint.yaml"
-    extra.write_text("tables: [toyworld.table1]\n"
-                     "experiments: {transformer-tiny: {vocabulary: joint}}\n")
+    extra = tmp_path / "joint.yaml"  # the default's Multi30k sets no joint vocabulary
+    extra.write_text("tables: [multi30k.table1]\n"
+                     "experiments: {multi30k-transformer: {vocabulary: joint}}\n")
     result = snakemake(tmp_path, "--cores", "1", "-n", "--configfile", str(SMOKE), str(extra))
     assert result.returncode != 0
-    assert "set config key 'datasets.toy.vocab_size.joint'" in result.stdout + result.stderr
+    assert ("set config key 'datasets.multi30k-de-en.vocab_size.joint'"
+            in result.stdout + result.stderr)
 
 
 def test_unknown_table_fails_before_any_job(tmp_path):
