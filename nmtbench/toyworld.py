@@ -14,6 +14,11 @@ makes translation need what real translation needs:
 
 The target is a deterministic function of the source (the source marks every feature the target
 expresses), so 100 BLEU is attainable. Both sides are rendered from one meaning tree.
+
+With `task: summarise` the world stands in for headline generation (Gigaword): a pair is a
+target-language sentence and its headline, the same meaning tree cut to its core (each clause's
+subject and object nouns and its verb, and a complement clause's core after "thet"; no
+determiners, adjectives, relative clauses, prepositional phrases or adverbs).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ TGT_SYLLABLES = [c + v for c in ["b", "ch", "d", "f", "g", "h", "j", "l", "m", "
                                  "sh", "t", "w", "y"] for v in ["a", "e", "i", "o", "oo", "ai"]]
 
 CATEGORIES = ("noun", "adjective", "intransitive", "transitive", "clausal", "adverb")
+TASKS = ("translate", "summarise")
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,12 @@ class WorldConfig:
     p_adverb: float = 0.2
     p_osv: float = 0.3
     depth_decay: float = 0.82
+    task: str = "translate"  # or "summarise": a target-language sentence -> its headline
 
     def __post_init__(self) -> None:
         # types and ranges: config/schema.yaml's datasets.*.world (nmtbench.config.check_world)
+        if self.task not in TASKS:
+            raise InputError(f"key 'task': {self.task!r}; known: {', '.join(TASKS)}")
         if self.min_target_tokens > self.max_target_tokens:
             raise InputError(f"key 'min_target_tokens': {self.min_target_tokens} is more than "
                              f"max_target_tokens ({self.max_target_tokens})")
@@ -248,6 +257,21 @@ class ToyWorld:
             out.append(self.lexicon.words["adverb"][clause.adverb][1])
         return out
 
+    def _tgt_headline(self, clause: Clause, head_number: str | None = None) -> list[str]:
+        """The clause's core: bare subject and object nouns, the verb, a complement's core."""
+        def noun(np_: NounPhrase) -> str:
+            word = self.lexicon.words["noun"][np_.noun][1]
+            return word + "s" if np_.number == "pl" else word
+
+        number = head_number if clause.subject is None else clause.subject.number
+        out = [] if clause.subject is None else [noun(clause.subject)]
+        out.append(self._tgt_verb(clause, number))
+        if clause.obj is not None:
+            out.append(noun(clause.obj))
+        if clause.complement is not None:
+            out += [TGT_COMPLEMENTIZER] + self._tgt_headline(clause.complement)
+        return out
+
     # --- rendering the source (verb-final, case-marked) --------------------------------------
     def _src_np(self, np_: NounPhrase, case: str) -> list[str]:
         words = self.lexicon.words
@@ -293,7 +317,8 @@ class ToyWorld:
 
     # --- sentences ---------------------------------------------------------------------------
     def sample(self, rng: random.Random) -> tuple[str, str]:
-        """One (source, target) sentence pair within the configured target-length range."""
+        """One (source, target) sentence pair within the configured target-length range (of
+        the full sentence, with `task: summarise` the source)."""
         cfg = self.cfg
         for _ in range(MAX_FAILED_DRAWS):
             try:
@@ -302,6 +327,8 @@ class ToyWorld:
             except RecursionError:  # a tree hundreds of levels deep: far too long anyway
                 continue
             if cfg.min_target_tokens <= len(tgt) <= cfg.max_target_tokens:
+                if cfg.task == "summarise":
+                    return " ".join(tgt), " ".join(self._tgt_headline(clause))
                 return " ".join(self._src_clause(clause) + ["."]), " ".join(tgt)
         raise InputError(f"keys 'min_target_tokens', 'max_target_tokens': no sentence of "
                          f"{cfg.min_target_tokens} to {cfg.max_target_tokens} target tokens in "

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from nmtbench.errors import InputError
 from nmtbench.toyworld import (
     NOUN_SUFFIX,
     SRC_DEFINITE,
@@ -109,3 +110,24 @@ def test_definiteness_and_number_are_marked_on_both_sides(pairs):
     assert any(SRC_DEFINITE in src.split() for src, _ in pairs)
     assert any(TGT_DETERMINER[("def", "sg")] in tgt.split() for _, tgt in pairs)
     assert any(any(w.endswith(tuple(plural_suffixes)) for w in src.split()) for src, _ in pairs)
+
+
+def test_the_summarisation_task_pairs_a_sentence_with_its_core():
+    """Toy Gigaword: the same meaning tree as translation's target, and its headline: the
+    words it keeps come in the sentence's order, without determiners or modifiers."""
+    translate, summarise = (ToyWorld(WorldConfig(seed=3, task=task))
+                            for task in ("translate", "summarise"))
+    rng_t, rng_s = random.Random(0), random.Random(0)
+    shorter = 0
+    for _ in range(500):
+        sentence, headline = summarise.sample(rng_s)
+        assert sentence == translate.sample(rng_t)[1]  # the translation task's target
+        words, kept = sentence.split(), headline.split()
+        assert kept and not set(kept) & {*TGT_DETERMINER.values(), "whic", "."}
+        position = 0
+        for word in kept:  # a subsequence of the sentence
+            position = words.index(word, position) + 1
+        shorter += len(kept) < len(words) - 1
+    assert shorter > 400
+    with pytest.raises(InputError, match="key 'task'"):
+        WorldConfig(task="parse")
