@@ -337,6 +337,28 @@ def check_run_settings(settings: dict[str, Any], where: str,
     _check_settings(settings, implemented[method], definitions["decode"], f"{where}: key 'run")
 
 
+def check_no_aliases(config: dict[str, Any], where: str = "config") -> None:
+    """No mapping or list of a config read from YAML is the value of two keys. A YAML alias
+    (`key: *name`) makes them one object, and Snakemake merges a later `--configfile` into it
+    in place: a change meant for one key would silently change the other too (`{<<: *name}`
+    copies instead)."""
+    seen: dict[int, str] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if not isinstance(value, dict | list):
+            return
+        if id(value) in seen:
+            raise InputError(f"{where}: keys '{seen[id(value)]}' and '{path}' are one YAML "
+                             "alias (*name): a config merged over them would change both; "
+                             "write {<<: *name} to copy the mapping")
+        seen[id(value)] = path
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            walk(item, f"{path}.{key}" if path else str(key))
+
+    walk(config, "")
+
+
 def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCHEMA) -> None:
     """A toy world's settings and split sizes as `toyworld` receives them, checked against
     the schema's datasets.*.world as the workflow checks a config's."""
@@ -370,6 +392,7 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
             raise invalid_yaml(path, err) from None
         if not isinstance(data, dict):
             raise InputError(f"{path}: a config file must hold a mapping")
+        check_no_aliases(data, str(path))
         _merge(config, data)
     return config
 

@@ -12,6 +12,7 @@ from nmtbench.download import source_url
 from nmtbench.recipes import DOWNLOADS_DIR, download_paths
 
 try:
+    nmtconfig.check_no_aliases(config)
     PLAN = nmtconfig.check(
         config, f"{workflow.basedir}/config/schema.yaml", f"{workflow.basedir}/papers"
     )

@@ -509,3 +509,21 @@ def test_the_schema_types_every_pre_training_setting():
     schema = yaml.safe_load(SCHEMA.read_text())
     typed = set(schema["properties"]["pretraining"]["additionalProperties"]["properties"])
     assert typed == {f.name for f in fields(PretrainConfig)} | {"dataset", "side"}
+
+
+def test_a_yaml_alias_of_a_mapping_is_refused_before_merging(tmp_path):
+    """One mapping under two keys: a config merged over it (Snakemake's --configfile, in
+    place) would change both keys; a copy (`{<<: *name}`) is fine."""
+    aliased = tmp_path / "aliased.yaml"
+    aliased.write_text("datasets:\n  toy:\n    overrides:\n      transformer: &t {dropout: 0.1}\n"
+                       "      transformer-tiny: *t\n")
+    with pytest.raises(InputError, match=r"aliased\.yaml: keys 'datasets\.toy\.overrides\."
+                       r"transformer' and 'datasets\.toy\.overrides\.transformer-tiny' are "
+                       r"one YAML alias"):
+        nmtconfig.load_config([ROOT / "config" / "config.yaml", aliased])
+    aliased.write_text("datasets:\n  toy:\n    overrides:\n      transformer: &t {dropout: 0.1}\n"
+                       "      transformer-tiny: {<<: *t}\n")
+    merged = nmtconfig.load_config([ROOT / "config" / "config.yaml", aliased])
+    overrides = merged["datasets"]["toy"]["overrides"]
+    assert overrides["transformer-tiny"] == overrides["transformer"]
+    assert overrides["transformer-tiny"] is not overrides["transformer"]
