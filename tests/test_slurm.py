@@ -44,17 +44,18 @@ TIMEOUT = 1800  # seconds per snakemake run
 TABLES = os.environ.get("NMTBENCH_SLURM_TABLES",
                         "[abnet2020.table1,bertkd2020.figure2a,bertfused2020.table1]")
 RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "distill", "latency",
-         "latency_vs_baseline", "evaluate", "bootstrap", "buckets", "report"}
+         "latency_vs_baseline", "evaluate", "bootstrap", "buckets", "soft_targets", "report"}
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+)\)\.")
 # Cells whose value is a measured time: latency ("15.9 ms") and speed-up ("2.38x") cells
-# (nmtbench.report._format), and the pre-training table's "Seconds" column.
+# (nmtbench.report._format), the pre-training table's "Seconds" column and the teachers' time
+# per 1,000 pairs of soft targets.
 TIMING_CELL = re.compile(r"\d ms\b|\d\.\d\dx\b")
-TIMING_COLUMNS = {"Seconds"}
+TIMING_COLUMNS = {"Seconds", "Seconds per 1,000 pairs"}
 VERDICT_COLUMNS = {"On our runs"}
 # JSON keys: decode/train/pretrain "seconds", and "trained": the digest of a train_summary.json,
 # which holds the training's seconds
-TIMING_KEYS = re.compile(r"(^|_)(seconds|ms)$|^trained$")
+TIMING_KEYS = re.compile(r"(^|_)(seconds|ms)$|^seconds_per_|^trained$")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -213,9 +214,11 @@ def test_slurm_and_local_runs_give_the_same_numbers(local_run, slurm_run):
     assert not differ, differ
 
     # Each run's outputs: metrics (BLEU, ROUGE, #params, best valid loss), translations,
-    # significance and length buckets, pre-training summaries; all but their timings.
+    # significance and length buckets, pre-training summaries, a teacher's soft targets (their
+    # size and its accuracy); all but their timings.
     patterns = ("results/runs/**/metrics.*.json", "results/runs/**/hyp.*.txt",
                 "results/runs/**/bootstrap.*.json", "results/runs/**/buckets.*.json",
+                "results/runs/**/soft_targets.*.json",
                 "data/pretrained/*/pretrain_summary.json")
     files = sorted(p.relative_to(local_run) for pattern in patterns
                    for p in local_run.glob(pattern))
