@@ -38,9 +38,10 @@ LOOPBACK_FLAGS = ("--slurm-status-command", "squeue",
                   "--slurm-no-account", "--slurm-keep-successful-logs")
 TIMEOUT = 1800  # seconds per snakemake run
 # The part of the smoke DAG that runs every rule of the workflow once or more but the data
-# rules of real datasets and back-translation's two (37 jobs, about six minutes through SLURM
-# on 2 cores). The whole smoke DAG (46 jobs before AB-Net and Mask-Predict joined it) passed
-# too, in 743 s, which CI's 30-minute budget cannot hold: `NMTBENCH_SLURM_TABLES=all` runs it.
+# rules of real datasets and back-translation's two (6m24s through SLURM on 2 cores, with
+# BERT-KD's teacher, soft targets and student). The whole smoke DAG (46 jobs before AB-Net and
+# Mask-Predict joined it) passed too, in 743 s, which CI's 30-minute budget cannot hold:
+# `NMTBENCH_SLURM_TABLES=all` runs it.
 TABLES = os.environ.get("NMTBENCH_SLURM_TABLES",
                         "[abnet2020.table1,bertkd2020.figure2a,bertfused2020.table1]")
 RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "distill", "latency",
