@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from nmtbench.method import Autoregressive, evaluating
+from nmtbench.method import Autoregressive, evaluating, without_grad
 
 LENPEN_FORMS = ("fairseq", "gnmt")
 
@@ -46,7 +46,7 @@ def beam_search(model: Autoregressive, src: torch.Tensor, *, beam: int, bos: int
         raise ValueError(f"unknown lenpen_form {lenpen_form!r}; known: {', '.join(LENPEN_FORMS)}")
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
-    with evaluating(model), torch.inference_mode():
+    with evaluating(model), without_grad(src.device):
         return _search(model, src, beam, bos, eos, pad, max_len_a, max_len_b, lenpen,
                        lenpen_form)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from nmtbench.method import Parallel, evaluating
+from nmtbench.method import Parallel, evaluating, without_grad
 
 
 def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterations: int,
@@ -34,7 +34,7 @@ def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterat
     if length_beam < 1 or iterations < 1:
         raise ValueError(f"length_beam and iterations must be >= 1, got {length_beam}, "
                          f"{iterations}")
-    with evaluating(model), torch.inference_mode():
+    with evaluating(model), without_grad(src.device):
         return _decode(model, src, length_beam, iterations, bos, eos, pad, mask)
 
 

@@ -10,7 +10,7 @@ from transformers import PretrainedConfig
 from methods import get_method
 from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.config import pretrain_settings
-from nmtbench.method import Vocab
+from nmtbench.method import Model, Vocab
 from nmtbench.plan import Plan
 from nmtbench.pretrained import model_config
 from nmtbench.pretraining import PretrainConfig, architecture
@@ -45,9 +45,9 @@ def checkpoint_architecture(plan: Plan, name: str) -> str | PretrainedConfig:
                         side_vocab(plan, spec["dataset"], spec["side"]))
 
 
-def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int]:
-    """{"total": N, "trained": N} of `experiment` as the plan resolves it on `dataset` (a
-    configured dataset, or a paper dataset the config maps onto one)."""
+def build_model(plan: Plan, dataset: str, experiment: str) -> Model:
+    """`experiment`'s model as the plan resolves it on `dataset` (a configured dataset, or a
+    paper dataset the config maps onto one), with random weights throughout."""
     dataset = plan.dataset(dataset, "--dataset")
     settings = plan.train_settings(dataset, experiment)
     pretrained = {role: checkpoint_architecture(plan, name)
@@ -58,6 +58,10 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
                           None if name is None else checkpoint_architecture(plan, name))
 
     src_vocab, tgt_vocab = vocab("src"), vocab("tgt")
-    model = get_method(settings["method"]).build(settings, src_vocab, tgt_vocab, pretrained,
-                                                 weights=False)
-    return model.num_params()
+    return get_method(settings["method"]).build(settings, src_vocab, tgt_vocab, pretrained,
+                                                weights=False)
+
+
+def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int]:
+    """{"total": N, "trained": N} of `experiment` on `dataset` (see `build_model`)."""
+    return build_model(plan, dataset, experiment).num_params()

@@ -118,3 +118,50 @@ def test_max_positions_caps_length() -> None:
     model.max_positions = 3  # BOS + 2 tokens fill the positions; EOS is predicted at the last
     out = beam_search(model, torch.tensor([[12]]), beam=1, bos=BOS, eos=EOS, pad=PAD)
     assert out == [[A, A]]
+
+
+def weight_casts(decode, model: Model, shape: tuple[int, int]) -> tuple[int, int]:
+    """(casts of tensors of `shape`, model calls) while `decode()` runs under CPU bf16 autocast."""
+    from torch.profiler import profile
+
+    calls = 0
+    hooks = [getattr(model, name) for name in ("decode_step", "predict") if hasattr(model, name)]
+
+    def counted(fn):
+        def call(*args, **kwargs):
+            nonlocal calls
+            calls += 1
+            return fn(*args, **kwargs)
+        return call
+
+    for fn in hooks:
+        setattr(model, fn.__name__, counted(fn))
+    with torch.autocast("cpu", dtype=torch.bfloat16), profile(record_shapes=True) as prof:
+        decode()
+    casts = [e for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes
+             and tuple(e.input_shapes[0]) == shape]
+    return len(casts), calls
+
+
+def test_a_bf16_search_casts_each_weight_once_not_at_every_step() -> None:
+    """Autocast caches its cast weights only outside inference mode: a search under autocast
+    must not run in inference mode, or it casts every weight again at every step."""
+    from tiny_checkpoints import BERT_VOCAB as v
+
+    from methods import get_method
+    from nmtbench.mask_predict import mask_predict
+
+    small = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
+             "decoder_layers": 1, "max_positions": 64}
+    src = torch.tensor([[10, 11, 12, 13, v.eos], [20, 21, v.eos, v.pad, v.pad]])
+    torch.manual_seed(0)
+    at = get_method("transformer").build({"method": "transformer", **small}, v, v)
+    casts, steps = weight_casts(lambda: beam_search(
+        at, src, beam=2, bos=v.bos, eos=v.eos, pad=v.pad, max_len_a=0, max_len_b=6), at,
+        (v.size, 16))
+    assert steps >= 3 and casts == 1, (steps, casts)  # the output projection, cast once
+    nat = get_method("cmlm").build({"method": "cmlm", "decoding": "nat", **small}, v, v)
+    casts, iterations = weight_casts(lambda: mask_predict(
+        nat, src, length_beam=2, iterations=4, bos=v.bos, eos=v.eos, pad=v.pad, mask=v.mask),
+        nat, (v.size, 16))
+    assert iterations >= 2 and casts == 1, (iterations, casts)

@@ -4,7 +4,7 @@ Face's ModelTesterMixin is for its models.
 A method gets these tests by registering in `methods/__init__.py` and declaring its variants
 in CASES below: one tiny experiment config per model it can build (a decoding, an optional
 pre-trained side, a freezing policy, an output mode...). Pre-trained checkpoint roles are
-filled with tiny random BERTs (`tiny_checkpoints.save_tiny_bert`) saved once per session.
+filled with tiny random BERTs (the fixture `tiny_berts`, conftest.py) saved once per session.
 
 Checked per case: it builds; output shapes; the loss is finite and falls over a few Adam steps
 on one tiny batch; frozen parameters get no gradient, do not move, and are exactly what the
@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
+from tiny_checkpoints import BERT_VOCAB, TINY_BERTS
 
 import methods
 from methods import get_method
@@ -50,7 +50,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # projects its width; no dropout in the parts we build (the frozen BERTs keep theirs).
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
          "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}
-TINY_BERTS = {"src_bert": "tiny-src-bert", "tgt_bert": "tiny-tgt-bert"}  # names in configs
 FUSED = {"src_bert": TINY_BERTS["src_bert"], "drop_net": 0.0}
 
 # method -> variant -> its experiment config (on top of SMALL). Add your method's variants
@@ -146,17 +145,6 @@ DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -
 
 
 # --- building -------------------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def tiny_berts(tmp_path_factory) -> dict[str, str]:
-    """Checkpoint role -> directory of a tiny random BERT (masked LM) with its tokenizer."""
-    root = tmp_path_factory.mktemp("contract_berts")
-    for seed, role in enumerate(TINY_BERTS, start=1):
-        save_tiny_bert(root / role, seed=seed)
-    # deep fusion's decoder_init reads the target side, like tgt_bert
-    return {role: str(root / role) for role in TINY_BERTS} | {
-        "decoder_init": str(root / "tgt_bert"), "bert": str(root / "src_bert")}
-
 
 def config_of(name: str, variant: str) -> dict[str, Any]:
     keys = get_method(name).config_keys()

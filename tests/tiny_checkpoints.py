@@ -12,6 +12,8 @@ TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in rang
 BERT_VOCAB = Vocab(size=100, pad=0, bos=2, eos=3, unk=1, mask=4)
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64, type_vocab_size=2, pad_token_id=0)
+# the checkpoint roles the method contract fills (conftest.tiny_berts) -> their names in configs
+TINY_BERTS = {"src_bert": "tiny-src-bert", "tgt_bert": "tiny-tgt-bert"}
 
 
 def save_tiny_bert(out: Path, mlm: bool = True, seed: int = 0) -> torch.nn.Module:

@@ -1,0 +1,330 @@
+"""Training throughput and decoding latency at the papers' sizes, on the GPU the papers assume.
+
+The models are AB-Net's Table 1 rows on WMT14 En-De, built from `config/paper.yaml` exactly as
+`python -m nmtbench params` builds them (random weights, BERTs included: speed does not depend
+on what the weights say). Nothing is downloaded and no data is read, so this runs on a bare
+GPU machine in a few minutes:
+
+    python benchmarks/gpu.py                      # writes results/gpu.md and results/gpu.json
+
+- training: updates as the trainer makes them (bf16 autocast, Adam, gradient clipping, the
+  loss read back every update) on random pairs of 32 + 32 tokens: 128 pairs (4,096 target
+  tokens, fairseq's `max_tokens` per GPU) and 1,024 pairs (32,768: the papers' update on 8
+  GPUs, as one batch on one); target tokens/s and model FLOPs utilisation, the
+  FLOPs of one update counted by PyTorch's FlopCounterMode (every matrix product and attention,
+  the frozen BERTs' forward passes included), divided by the card's dense bf16 peak and, beside
+  it, by the bf16 matrix-product rate measured in the same run;
+- decoding: batch-1 latency (median and 90th percentile over 40 sentences after 5 warm-ups,
+  the models alternating sentence by sentence, as `nmtbench.latency` does) and sentences/s at
+  batch 64. Random weights would decode to arbitrary lengths, so the work is fixed: sources of
+  30 tokens, beam 5 emitting exactly 30 tokens; mask-predict with its 4 length candidates at
+  29-32 tokens, every one running all 10 iterations (fresh noise on the scores keeps its early
+  stop from firing: an upper bound, since trained models often stop sooner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from nmtbench.config import check, load_config
+from nmtbench.decoding import beam_search
+from nmtbench.fileio import write_json
+from nmtbench.latency import per_item_ms, summarize
+from nmtbench.mask_predict import mask_predict
+from nmtbench.method import Batch, Model, Progress
+from nmtbench.params import build_model
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = "wmt14-en-de"
+TRAINED = ["transformer-base", "transformer-big", "abnet-mask-predict", "abnet"]
+DECODED = ["transformer-base", "abnet-mask-predict", "abnet-bert-fused-nat", "abnet",
+           "abnet-enc-nat"]
+BATCHES, SRC_LEN, TGT_LEN = (128, 1024), 32, 32  # training batches (pairs)
+SOURCE, OUTPUT = 30, 30  # decoding workload (tokens)
+BEAM, LENGTHS, ITERATIONS, BATCH = 5, 4, 10, 64
+WARMUP, SENTENCES = 5, 40
+# dense bf16 tensor-core peak of the SXM parts (NVIDIA's data sheets)
+PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=ROOT)
+    return done.stdout.strip() or "unknown"
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def spec_peak(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for part, peak in PEAK_BF16.items() if part in name), None)
+
+
+def matmul_rate(device: torch.device, n: int) -> float:
+    """FLOP/s of an n x n x n bf16 matrix product (mean of 10 after 3 warm-ups)."""
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    sync(device)
+    return 10 * 2 * n ** 3 / (time.perf_counter() - start)
+
+
+def random_ids(model: Model, side: str, rows: int, length: int, gen: torch.Generator
+               ) -> torch.Tensor:
+    vocab = model.src_vocab if side == "src" else model.tgt_vocab
+    first = max(vocab.pad, vocab.bos, vocab.eos, vocab.unk, vocab.mask) + 1
+    return torch.randint(first, vocab.size, (rows, length), generator=gen)
+
+
+def sources(model: Model, rows: int, length: int, gen: torch.Generator) -> torch.Tensor:
+    """Source rows as the model reads them: x [SEP], or [CLS] x [SEP] for a BERT encoder."""
+    v = model.src_vocab
+    ids = random_ids(model, "src", rows, length, gen)
+    ids[:, -1] = v.eos
+    if model.source_bos:
+        ids[:, 0] = v.bos
+    return ids
+
+
+def training_batch(model: Model, pairs: int, gen: torch.Generator) -> Batch:
+    y = random_ids(model, "tgt", pairs, TGT_LEN - 1, gen)
+    bos = torch.full((pairs, 1), model.tgt_vocab.bos)
+    eos = torch.full((pairs, 1), model.tgt_vocab.eos)
+    return Batch(sources(model, pairs, SRC_LEN, gen), torch.cat([bos, y], 1),
+                 torch.cat([y, eos], 1), torch.arange(pairs))
+
+
+def measure_training(model: Model, device: torch.device, steps: int, pairs: int) -> dict:
+    """Updates as `Trainer._train_step` makes them, on one fixed batch of `pairs` pairs."""
+    model.to(device).train()
+    params = list(model.trainable_parameters())
+    optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-8)
+    batch = training_batch(model, pairs, torch.Generator().manual_seed(0)).to(device)
+
+    def update() -> float:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss, _ = model.loss(batch, Progress(0, 1000))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        return float(loss.detach())  # the trainer reads every update's loss
+
+    with FlopCounterMode(display=False) as counter:
+        update()
+    flops = counter.get_total_flops()
+    for _ in range(2):
+        update()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        update()
+    sync(device)
+    seconds = (time.perf_counter() - start) / steps
+    memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    tokens = int((batch.tgt_out != model.tgt_vocab.pad).sum())
+    return {"params": model.num_params(), "target_tokens": tokens,
+            "ms_per_update": seconds * 1000,
+            "target_tokens_per_s": tokens / seconds, "flops_per_update": flops,
+            "achieved_flops": flops / seconds, "peak_memory_gb": memory / 1e9}
+
+
+class FixedWork(torch.nn.Module):
+    """A model whose random weights are made to do a fixed amount of decoding work: beam
+    search never ends before OUTPUT tokens (EOS blocked until then, `max_len` stops it there);
+    mask-predict proposes the lengths OUTPUT-1 .. OUTPUT+2 and, with noise on its scores,
+    changes tokens every iteration, so it never stops early. Counts the model calls."""
+
+    def __init__(self, model: Model):
+        super().__init__()
+        self.model = model
+        self.calls = 0
+        self.steps = 0
+
+    def encode(self, src):
+        self.steps = 0
+        state = self.model.encode(src)
+        if self.model.decoding == "mask_predict":
+            lengths = torch.full_like(state["length_lprobs"], -1e4)
+            lengths[:, OUTPUT - 1: OUTPUT - 1 + LENGTHS] = 0.0
+            state = {**state, "length_lprobs": lengths}
+        return state
+
+    def decode_step(self, tokens, state):
+        self.calls += 1
+        lprobs = self.model.decode_step(tokens, state).float()
+        if self.steps < OUTPUT:
+            lprobs[:, self.model.tgt_vocab.eos] = float("-inf")
+        self.steps += 1
+        return lprobs
+
+    def predict(self, tokens, state):
+        self.calls += 1
+        lprobs = self.model.predict(tokens, state).float()
+        noise = -torch.log(-torch.log(torch.rand_like(lprobs).clamp_min(1e-9)))
+        return torch.log_softmax(lprobs + noise, dim=-1)
+
+    def reorder_state(self, state, index):
+        return self.model.reorder_state(state, index)
+
+
+def decoder(model: Model, device: torch.device):
+    fixed = FixedWork(model.to(device).eval()).eval()
+    v = model.tgt_vocab
+
+    def decode(src: torch.Tensor) -> list[list[int]]:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            if model.decoding == "beam":
+                return beam_search(fixed, src.to(device), beam=BEAM, bos=v.bos, eos=v.eos,
+                                   pad=v.pad, max_len_a=0, max_len_b=OUTPUT)
+            return mask_predict(fixed, src.to(device), length_beam=LENGTHS,
+                                iterations=ITERATIONS, bos=v.bos, eos=v.eos, pad=v.pad,
+                                mask=v.mask)
+    return fixed, decode
+
+
+def measure_decoding(models: dict[str, Model], device: torch.device, sentences: int,
+                     batches: int) -> dict:
+    gen = torch.Generator().manual_seed(1)
+    names = list(models)
+    decoders = {name: decoder(models[name], device) for name in names}
+    items = range(WARMUP + sentences)  # sentence i: each model's own i-th source
+    srcs = {name: [sources(models[name], 1, SOURCE, torch.Generator().manual_seed(i))
+                   for i in items] for name in names}
+    times = per_item_ms([lambda i, n=n: decoders[n][1](srcs[n][i]) for n in names], items,
+                        WARMUP, sync=lambda: sync(device))
+    out = {}
+    for name, ms in zip(names, times, strict=True):
+        fixed, decode = decoders[name]
+        calls_per_sentence = fixed.calls / len(items)
+        big = sources(models[name], BATCH, SOURCE, gen)
+        decode(big)  # warm-up at this batch size
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(batches):
+            lengths = {len(h) for h in decode(big)}
+        sync(device)
+        per_s = batches * BATCH / (time.perf_counter() - start)
+        out[name] = {"decoding": models[name].decoding, **summarize(ms),
+                     "model_calls_per_sentence": calls_per_sentence,
+                     "sentences_per_s_batch64": per_s, "output_lengths": sorted(lengths)}
+        models[name].to("cpu")
+    return out
+
+
+def markdown(result: dict) -> str:
+    meta = result["meta"]
+    lines = [
+        "# GPU benchmarks: the papers' sizes",
+        "",
+        f"`python benchmarks/gpu.py` at commit {meta['commit']} on {meta['device']} "
+        f"({meta['host_cpu']}); torch {meta['torch']}, CUDA {meta['cuda']}; {meta['date']}. "
+        "Models: AB-Net's Table 1 rows on WMT14 En-De as `config/paper.yaml` builds them, "
+        "random weights (see the script's docstring for the fixed workload).",
+        "",
+        "## Training (bf16 autocast, pairs of 32 + 32 tokens)",
+        "",
+        "| experiment | parameters (trained) | target tokens/update | ms/update | "
+        "target tokens/s | TFLOP/update | TFLOP/s | MFU vs spec peak | "
+        "MFU vs measured matmul | peak memory (GB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    spec, measured = meta["spec_peak_flops"], meta["matmul_flops"]
+    for r in result["training"]:
+        achieved = r["achieved_flops"]
+        mfu = f"{100 * achieved / spec:.1f}%" if spec else "-"
+        lines.append(
+            f"| {r['experiment']} | {r['params']['total'] / 1e6:.1f}M "
+            f"({r['params']['trained'] / 1e6:.1f}M) | {r['target_tokens']:,} | "
+            f"{r['ms_per_update']:.1f} | {r['target_tokens_per_s']:,.0f} | "
+            f"{r['flops_per_update'] / 1e12:.3f} | {achieved / 1e12:.1f} | {mfu} | "
+            f"{100 * achieved / measured:.1f}% | {r['peak_memory_gb']:.1f} |")
+    peak = f"{spec / 1e12:.1f} TFLOP/s" if spec else "unknown for this device"
+    side = meta["matmul_side"]
+    lines += ["", f"Spec dense bf16 peak: {peak}; measured {side}^3 bf16 matrix product in this "
+              f"run: {measured / 1e12:.1f} TFLOP/s.", "",
+              f"## Decoding ({SOURCE}-token sources, {OUTPUT}-token outputs)", "",
+              "| experiment | decoding | batch-1 latency ms (median) | p90 | model calls per "
+              "sentence | sentences/s at batch 64 | speedup vs transformer-base (batch 1) |",
+              "|---|---|---|---|---|---|---|"]
+    base = result["decoding"].get("transformer-base", {}).get("median")
+    for name, r in result["decoding"].items():
+        speedup = f"{base / r['median']:.2f}x" if base else "-"
+        search = (f"beam {BEAM}" if r["decoding"] == "beam"
+                  else f"mask-predict {LENGTHS}x{ITERATIONS}")
+        lines.append(f"| {name} | {search} | {r['median']:.1f} | {r['p90']:.1f} | "
+                     f"{r['model_calls_per_sentence']:.1f} | {r['sentences_per_s_batch64']:.1f}"
+                     f" | {speedup} |")
+    lines += ["", "The papers' latencies (AB-Net Table 1: Transformer-Base 778 ms, Mask-Predict "
+              "161, BERT-fused NAT 260, AB-Net 327, AB-Net-Enc 165; 2.38x speedup for AB-Net) "
+              "were measured on their own hardware with trained models; compare ratios, not "
+              "milliseconds.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "results" / "gpu"),
+                        help="writes OUT.md and OUT.json")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--steps", type=int, default=10,
+                        help="timed updates per model and batch (0: no training)")
+    parser.add_argument("--sentences", type=int, default=SENTENCES,
+                        help="batch-1 sentences timed per model")
+    parser.add_argument("--batches", type=int, default=3, help="timed batches of 64")
+    parser.add_argument("--matmul", type=int, default=8192, help="side of the reference product")
+    parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+
+    config = load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "paper.yaml"])
+    plan = check(config, ROOT / "config" / "schema.yaml", ROOT / "papers")
+    chosen = set(args.only or TRAINED + DECODED)
+    torch.manual_seed(0)
+    models = {name: build_model(plan, DATASET, name) for name in dict.fromkeys(TRAINED + DECODED)
+              if name in chosen}
+    meta = {"commit": commit(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "host_cpu": platform.processor() or platform.machine(),
+            "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
+            "spec_peak_flops": spec_peak(device), "matmul_side": args.matmul,
+            "matmul_flops": matmul_rate(device, args.matmul)}
+    training = []
+    for name, pairs in ((n, p) for n in TRAINED for p in BATCHES):
+        if name in models and args.steps:
+            training.append({"experiment": name, **measure_training(models[name], device,
+                                                                    args.steps, pairs)})
+            models[name].to("cpu")  # with its optimiser gone, the next one has the memory
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            print(json.dumps(training[-1]), flush=True)
+    decoding = measure_decoding({n: models[n] for n in DECODED if n in models}, device,
+                                args.sentences, args.batches)
+    print(json.dumps(decoding), flush=True)
+    result = {"meta": meta, "training": training, "decoding": decoding}
+    write_json(f"{args.out}.json", result)
+    Path(f"{args.out}.md").write_text(markdown(result))
+    print(f"wrote {args.out}.md and .json; median latencies: "
+          + ", ".join(f"{n} {r['median']:.1f} ms" for n, r in decoding.items()))
+
+
+if __name__ == "__main__":
+    main()
