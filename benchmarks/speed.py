@@ -15,8 +15,8 @@ process on this machine, alternating, so the ratios hold on noisy shared CPUs.
 - mask-predict (4 lengths, 10 iterations) against beam 5, both toy-sized, trained by the
   default.
 
-fairseq is timed by benchmarks/parity/run.py in its own environment (results/parity.md); GPU
-figures need a GPU. Both are listed as not measured here.
+fairseq is timed by benchmarks/parity/run.py in its own environment (results/parity.md), and the
+GPU figures by benchmarks/gpu.py on a GPU (results/gpu.md); both are listed as not measured here.
 """
 
 from __future__ import annotations
@@ -303,7 +303,8 @@ def main() -> None:
             "on identical data and writes training seconds per epoch and decoding sentences/s "
             "to results/parity.md",
             "GPU: tokens/s and model FLOPs utilisation at paper sizes (bf16), batch-1 latency of "
-            "Transformer-base, Mask-Predict and AB-Net: need a CUDA device"],
+            "Transformer-base, Mask-Predict and AB-Net: benchmarks/gpu.py on a CUDA device "
+            "writes them to results/gpu.md"],
     }
     result["ratios"] = ratios(train, decode, nat)
     out = Path(args.out)
