@@ -47,7 +47,14 @@ Details the paper leaves to us, and what we chose:
   sentences, masked tokens): the trainer divides the sum of terms by the batch's target
   tokens, so "twp" is summed over target tokens and "tsp" and "mlm" are their means times that
   number;
-- a PTM narrower or wider than the decoder is bridged by the mapping FFN (Eq. 11's purpose).
+- a PTM narrower or wider than the decoder is bridged by the mapping FFN (Eq. 11's purpose);
+- `share_embeddings` makes the PTM's word embeddings the decoder's target embeddings and output
+  layer, with `vocabulary` naming the PTM so that both sides read its WordPiece. This is how we
+  read Table 1's 171M "#Param" (README, deep fusion): mBERT with its vocabulary trimmed to the
+  training data's 30k most frequent pieces (config `trimmed`) and shared with the target gives
+  174.7M, a separate 30k target vocabulary 197.7M, full mBERT 266.6M. The shared table is both
+  the PTM's and the decoder's, so the translation loss moves it too: the one parameter outside
+  the partition of Figure 2, which the paper's counts imply but its text does not discuss.
 """
 
 from __future__ import annotations
@@ -472,6 +479,8 @@ class DeepFusionSettings(SizedSettings):
     mask_prob: float = 0.15
     decoder_init: str | None = None  # a target-side BERT or GPT-2 the decoder starts from
     freeze_decoder: bool = False
+    vocabulary: str = "sides"  # a checkpoint's name: both sides read its WordPiece (the plan's)
+    share_embeddings: bool = False  # the PTM's word embeddings are the decoder's (docstring)
 
 
 class DeepFusion(Method):
@@ -520,11 +529,15 @@ class DeepFusion(Method):
             arch = replace(arch, **decoder_shape(dec_ptm))
         nat = s.decoding == "nat"
         width = mlm.config.hidden_size
-        tgt_embed = embedding(tgt_vocab, arch.d_model)
+        if s.share_embeddings:
+            _check_shared(s, src_vocab, tgt_vocab, width, arch.d_model)
+            tgt_embed = mlm.get_input_embeddings()
+        else:
+            tgt_embed = embedding(tgt_vocab, arch.d_model)
         decoder = TransformerDecoder(arch, tgt_embed, causal=not nat,
                                      layers=[FusedDecoderLayer(arch, n)
                                              for n in range(s.decoder_layers)])
-        fairseq_init(tgt_embed, decoder.layers)
+        fairseq_init(*([] if s.share_embeddings else [tgt_embed]), decoder.layers)
         if dec_ptm is not None:
             take_decoder(decoder, dec_ptm)
             if s.freeze_decoder:
@@ -561,6 +574,19 @@ def _check(s: DeepFusionSettings, decodings: tuple[str, ...]) -> None:
     if s.freeze_decoder and not s.decoder_init:
         raise InputError("deep-fusion freeze_decoder needs decoder_init (the pre-trained "
                          "model the decoder starts from)")
+
+
+def _check_shared(s: DeepFusionSettings, src_vocab: Vocab, tgt_vocab: Vocab, width: int,
+                  d_dec: int) -> None:
+    if s.vocabulary == "sides" or src_vocab != tgt_vocab:
+        raise InputError("deep-fusion share_embeddings needs the target to read the PTM's "
+                         "vocabulary (vocabulary: the src_bert checkpoint's name)")
+    if s.decoder_init:
+        raise InputError("deep-fusion share_embeddings and decoder_init: the decoder's "
+                         "embeddings would come from two checkpoints; set one")
+    if width != d_dec:
+        raise InputError(f"deep-fusion share_embeddings: the PTM's width {width} is not the "
+                         f"decoder's d_model {d_dec}")
 
 
 def _check_decoder_ptm(ptm: nn.Module, s: DeepFusionSettings, tgt_vocab: Vocab) -> None:

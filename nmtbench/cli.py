@@ -240,6 +240,15 @@ def cmd_snapshot(args: argparse.Namespace) -> None:
     logging.info("checkpoint %s saved to %s", args.name, out)
 
 
+def cmd_trim(args: argparse.Namespace) -> None:
+    from nmtbench.trim import trim_checkpoint
+
+    summary = trim_checkpoint(args.checkpoint, args.corpus, args.size, args.out)
+    logging.info("checkpoint %s trimmed to %d of %d pieces (%.2f%% of the corpus pieces kept): "
+                 "%s", args.checkpoint, summary["size"], summary["original_size"],
+                 100 * summary["corpus_coverage"], args.out)
+
+
 def cmd_pretrain(args: argparse.Namespace) -> None:
     from nmtbench.pretraining import pretrain
 
@@ -325,6 +334,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("name", help="Hugging Face hub name, e.g. bert-base-uncased")
     s.add_argument("--out", help="directory to write (default: data/pretrained/NAME)")
     s.set_defaults(func=cmd_snapshot)
+
+    s = sub.add_parser("trim", help="trim a BERT checkpoint's vocabulary to a corpus' pieces",
+                       description="Keep the special tokens and the SIZE pieces most frequent "
+                       "in the corpora (read by the checkpoint's tokenizer), with their "
+                       "embeddings, and write a checkpoint directory.")
+    s.add_argument("--checkpoint", required=True, help="the BERT's directory (HF format)")
+    s.add_argument("--corpus", nargs="+", required=True, help="the text the pieces come from")
+    s.add_argument("--size", type=POSITIVE, required=True, help="pieces kept, specials included")
+    s.add_argument("--out", required=True, help="directory to write")
+    s.set_defaults(func=cmd_trim)
 
     s = sub.add_parser("pretrain", help="pre-train a tiny BERT or GPT-2 on a monolingual corpus")
     s.add_argument("--corpus", nargs="+", required=True,

@@ -184,6 +184,19 @@ def check(config: dict[str, Any], schema_path: str | Path,
             PretrainConfig.from_dict(pretrain_settings(spec))
         except InputError as err:
             raise InputError(f"{where}': {err}") from None
+    for name, spec in config.get("trimmed", {}).items():
+        where = f"config key 'trimmed.{name}"
+        if name in config.get("pretraining", {}):
+            raise InputError(f"{where}': also a `pretraining` name")
+        if spec["dataset"] not in config["datasets"]:
+            raise InputError(f"{where}.dataset': unknown dataset {spec['dataset']!r}")
+        if spec["checkpoint"] in config["trimmed"]:
+            raise InputError(f"{where}.checkpoint': {spec['checkpoint']!r} is trimmed itself; "
+                             "trim its original")
+        try:
+            checkpoint_dir(spec["checkpoint"], config.get("pretraining"))
+        except InputError as err:
+            raise InputError(f"{where}.checkpoint': {err}") from None
     for dataset, spec in config["datasets"].items():
         for side, name in spec.get("checkpoints", {}).items():
             try:

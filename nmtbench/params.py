@@ -35,9 +35,13 @@ def side_vocab(plan: Plan, dataset: str, side: str,
 
 def checkpoint_architecture(plan: Plan, name: str) -> str | PretrainedConfig:
     """A checkpoint's directory when it exists, else the name (hub architectures are known),
-    else, for one the config pre-trains, the architecture its pre-training will build."""
+    else, for one the config pre-trains or trims, the architecture that will build."""
     pretraining = plan.config.get("pretraining", {})
     directory = checkpoint_dir(name, pretraining)
+    trimmed = plan.config.get("trimmed", {})
+    if name in trimmed and not (Path(directory) / "config.json").is_file():
+        original = model_config(checkpoint_architecture(plan, trimmed[name]["checkpoint"]))
+        return original.__class__(**{**original.to_dict(), "vocab_size": trimmed[name]["size"]})
     if (Path(directory) / "config.json").is_file() or name not in pretraining:
         return directory if Path(directory).is_dir() else name
     spec = pretraining[name]

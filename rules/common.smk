@@ -154,6 +154,10 @@ def pretraining_spec(wildcards):
     return config["pretraining"][wildcards.pretrained]
 
 
+def trimmed_spec(wildcards):
+    return config["trimmed"][wildcards.pretrained]
+
+
 def pretrained_outputs():
     return [checkpoint_marker(name) for name in PLAN.pretrained_targets()]
 

@@ -1,6 +1,7 @@
 # Pre-trained checkpoints, each a Hugging Face directory under data/pretrained/<name>/: hub
 # checkpoints snapshotted once (so training runs offline, HF_HUB_OFFLINE=1 on cluster nodes),
-# toy-world ones pre-trained here. Both write the directory atomically.
+# toy-world ones pre-trained here, and checkpoints whose vocabulary is trimmed to a dataset's
+# (`trimmed`). Each writes the directory atomically.
 
 
 rule snapshot:
@@ -45,4 +46,26 @@ rule pretrain:
         "--out {params.out:q} --settings {params.settings:q} --threads {threads:q} > {log:q} 2>&1"
 
 
+rule trim:
+    input:
+        checkpoint=lambda w: checkpoint_marker(trimmed_spec(w)["checkpoint"]),
+        corpus=lambda w: [prepared(trimmed_spec(w)["dataset"], f"train.{side}") for side in ("src", "tgt")],
+    output:
+        layout.PRETRAINED,
+    params:
+        out=lambda w, output: os.path.dirname(output[0]),
+        checkpoint=lambda w, input: os.path.dirname(input.checkpoint),
+        size=lambda w: trimmed_spec(w)["size"],
+    conda:
+        "../envs/models.yaml"
+    log:
+        "logs/pretrained/{pretrained}.trim.log",
+    wildcard_constraints:
+        pretrained="|".join(map(re.escape, config.get("trimmed", {}))) or "^$",
+    shell:
+        "python -m nmtbench trim --checkpoint {params.checkpoint:q} --corpus {input.corpus:q} "
+        "--size {params.size:q} --out {params.out:q} > {log:q} 2>&1"
+
+
 ruleorder: pretrain > snapshot
+ruleorder: trim > snapshot

@@ -301,6 +301,24 @@ def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
     assert abs(total - paper) / paper < 0.05, total
 
 
+def test_deep_fusion_has_table_1s_parameters_with_mbert_trimmed_and_shared(paper_plan):
+    """mBERT trimmed to 30k pieces and shared with the target: 174.7M against 171M (README)."""
+    from nmtbench.params import count_parameters
+
+    total = count_parameters(paper_plan, "wmt14-en-de", "deepfusion-m2")["total"]
+    assert abs(total - 171e6) / 171e6 < 0.05, total
+
+
+def test_shared_ptm_embeddings_are_the_decoders_and_need_its_vocabulary(bert):
+    model = deep_fusion(bert, d_model=32, ffn_dim=64, vocabulary="tiny", share_embeddings=True)
+    table = model.encoder.mlm.get_input_embeddings()
+    assert model.decoder.embed is table
+    with pytest.raises(InputError, match="share_embeddings needs the target to read"):
+        deep_fusion(bert, d_model=32, ffn_dim=64, share_embeddings=True)
+    with pytest.raises(InputError, match="PTM's width 32 is not the decoder's d_model 16"):
+        deep_fusion(bert, vocabulary="tiny", share_embeddings=True)
+
+
 def test_shared_embeddings_need_one_vocabulary():
     other = Vocab(size=BERT_VOCAB.size + 1, pad=0, bos=2, eos=3, unk=1, mask=4)
     build = get_method("transformer").build

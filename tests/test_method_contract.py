@@ -123,6 +123,10 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
         "frozen-bert-decoder": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
                                 "decoder_layers": 2, "decoder_init": TINY_BERTS["tgt_bert"],
                                 "freeze_decoder": True},
+        # one table: the PTM's word embeddings, the decoder's and the output layer
+        "shared-embeddings": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                              "decoder_layers": 2, "d_model": 32, "ffn_dim": 64,
+                              "vocabulary": TINY_BERTS["src_bert"], "share_embeddings": True},
     },
     "c-mlm": {
         "cmlm": {"bert": TINY_BERTS["src_bert"]},

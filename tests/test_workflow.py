@@ -331,6 +331,11 @@ def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
     # the papers' BERTs are snapshotted from the hub once, and the BERT methods train on them
     assert "data/pretrained/bert-base-uncased/config.json" in out
     assert "dataset=iwslt14-en-de, run=bertfused-bert-init-encoder, seed=1" in out
+    # deep fusion's mBERT is trimmed to WMT14 En-De's pieces after its snapshot and the data
+    trim = next(job for job in re.findall(r"rule trim:\n(.*?)\n\n", out, re.S)
+                if "output: data/pretrained/mbert-wmt14-en-de/config.json" in job)
+    assert "data/pretrained/bert-base-multilingual-cased/config.json" in trim
+    assert "data/wmt14-en-de/prepared/train.src" in trim
     # translating a training set or a corpus gets a day (resources.translate), a test set 2 h
     resources = job_resources(out)
     assert resources["distill"] == resources["backtranslate"] == {"runtime": "1440", "gpu": "1",

@@ -1,0 +1,74 @@
+"""nmtbench/trim.py: a checkpoint's vocabulary trimmed to the pieces a corpus uses."""
+
+import json
+
+import pytest
+import torch
+from tiny_checkpoints import save_tiny_bert
+
+from nmtbench.errors import InputError
+from nmtbench.pretrained import load_model
+from nmtbench.tokenization import load_tokenizer
+from nmtbench.trim import SUMMARY, kept_ids, trim_checkpoint
+
+
+@pytest.fixture
+def trimmed(tmp_path):
+    save_tiny_bert(tmp_path / "bert", seed=3)
+    (tmp_path / "a.txt").write_text("w5 w6 w7 w5\nw5 w8\n")
+    (tmp_path / "b.txt").write_text("w9 w5 w6\nw10\n")
+    summary = trim_checkpoint(tmp_path / "bert", [tmp_path / "a.txt", tmp_path / "b.txt"], 9,
+                              tmp_path / "trimmed")
+    return tmp_path, summary
+
+
+def test_keeps_the_special_tokens_and_the_most_frequent_pieces_in_order(trimmed):
+    tmp_path, summary = trimmed
+    tok = load_tokenizer(tmp_path / "trimmed")
+    # counts: w5 4, w6 2, w7 w8 w9 w10 1 each; 5 specials + 4 pieces: w5, w6 and (ties, lower
+    # id first) w7, w8
+    assert tok.convert_ids_to_tokens(list(range(len(tok)))) == [
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "w5", "w6", "w7", "w8"]
+    assert summary["size"] == 9 and summary["original_size"] == 100
+    assert summary["corpus_pieces"] == 10 and summary["pieces_used"] == 6
+    assert summary["corpus_coverage"] == pytest.approx(8 / 10)
+    assert json.loads((tmp_path / "trimmed" / SUMMARY).read_text()) == summary
+    assert tok.tokenize("w5 w9") == ["w5", "[UNK]"]  # a dropped piece
+
+
+def test_the_kept_pieces_keep_their_embeddings_and_predictions(trimmed):
+    tmp_path, _ = trimmed
+    full = load_model(tmp_path / "bert", masked_lm=True).eval()
+    small = load_model(tmp_path / "trimmed", masked_lm=True).eval()
+    assert small.config.vocab_size == 9
+    old = torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8])  # the tiny vocabulary's first ids are kept
+    torch.testing.assert_close(small.get_input_embeddings().weight,
+                               full.get_input_embeddings().weight[old])
+    ids_old = torch.tensor([[2, 5, 6, 4, 3]])  # [CLS] w5 w6 [MASK] [SEP]
+    with torch.no_grad():
+        before = full(ids_old).logits[..., old]
+        after = small(ids_old).logits  # the same ids in the trimmed vocabulary
+    torch.testing.assert_close(after, before)
+    assert small.get_output_embeddings().weight is small.get_input_embeddings().weight
+
+
+def test_a_size_without_room_beside_the_special_tokens_is_refused():
+    with pytest.raises(InputError, match="leaves no room"):
+        kept_ids({7: 3}, specials=[0, 1, 2], size=3)
+
+
+def test_the_cli_trims_and_refuses_a_size_without_room_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    save_tiny_bert(tmp_path / "bert", seed=1)
+    (tmp_path / "c.txt").write_text("w5 w6\n")
+    run = [sys.executable, "-m", "nmtbench", "trim", "--checkpoint", str(tmp_path / "bert"),
+           "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "out"), "--size"]
+    done = subprocess.run([*run, "7"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(load_tokenizer(tmp_path / "out")) == 7
+    failed = subprocess.run([*run, "5"], capture_output=True, text=True, timeout=120)
+    assert failed.returncode != 0
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "error: trimmed vocabulary size 5 leaves no room beside the 5 special tokens")
