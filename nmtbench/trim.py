@@ -13,6 +13,7 @@ falls back to shorter pieces or [UNK], which the summary counts.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from collections.abc import Iterable
@@ -93,9 +94,13 @@ def trim_checkpoint(checkpoint: str | Path, corpora: list[str | Path], size: int
                "corpus_pieces": total, "pieces_used": len(counts),
                "corpus_coverage": kept / total if total else 1.0}
     with atomic_directory(out) as tmp:
-        for name in ("tokenizer_config.json", "special_tokens_map.json"):
-            if (Path(checkpoint) / name).is_file():
-                shutil.copy(Path(checkpoint) / name, tmp / name)
+        if (Path(checkpoint) / "special_tokens_map.json").is_file():
+            shutil.copy(Path(checkpoint) / "special_tokens_map.json", tmp)
+        config_file = Path(checkpoint) / "tokenizer_config.json"
+        if config_file.is_file():  # the settings (case, accents), not the full vocabulary's file
+            settings = json.loads(config_file.read_text(encoding="utf-8"))
+            settings.pop("tokenizer_file", None)
+            write_json(tmp / "tokenizer_config.json", settings)
         (tmp / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
         rebuilt = load_tokenizer(tmp)  # from vocab.txt with the original's settings
         if rebuilt.convert_tokens_to_ids(tokens) != list(range(len(keep))):

@@ -72,3 +72,15 @@ def test_the_cli_trims_and_refuses_a_size_without_room_in_one_line(tmp_path):
     assert failed.returncode != 0
     assert failed.stderr.strip().splitlines()[-1] == (
         "error: trimmed vocabulary size 5 leaves no room beside the 5 special tokens")
+
+
+def test_a_tokenizer_config_naming_the_full_vocabularys_file_is_not_followed(tmp_path):
+    save_tiny_bert(tmp_path / "bert", seed=1)
+    config = tmp_path / "bert" / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()),
+                                  "tokenizer_file": str(tmp_path / "gone" / "tokenizer.json")}))
+    (tmp_path / "c.txt").write_text("w5 w6\n")
+    trim_checkpoint(tmp_path / "bert", [tmp_path / "c.txt"], 7, tmp_path / "out")
+    assert "tokenizer_file" not in json.loads((tmp_path / "out" / "tokenizer_config.json")
+                                              .read_text())
+    assert len(load_tokenizer(tmp_path / "out")) == 7
