@@ -227,8 +227,9 @@ def cmd_params(args: argparse.Namespace) -> None:
     plan = check(config, root / "config" / "schema.yaml", root / "papers")
     if args.experiment not in plan.experiments:
         raise InputError(f"unknown experiment {args.experiment!r}")
-    if plan.status(args.experiment) != "ok":
-        raise InputError(f"experiment {args.experiment!r}: {plan.status(args.experiment)}")
+    status = plan.status(args.experiment, plan.dataset(args.dataset, "--dataset"))
+    if status != "ok":
+        raise InputError(f"experiment {args.experiment!r} on {args.dataset}: {status}")
     print(json.dumps(count_parameters(plan, args.dataset, args.experiment)))
 
 

@@ -27,7 +27,8 @@ from nmtbench.recipes import check_sources
 from nmtbench.schema import Validator
 from nmtbench.train_config import TrainConfig
 
-SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description"}
+# `back_translation: true` asks for a published back-translated corpus (a dataset with one)
+SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "back_translation"}
 SCHEMA = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
@@ -126,7 +127,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
     defaults_checked, warm_starts = set(), []
     for name, experiment in plan.experiments.items():
         method = experiment["method"]
-        if plan.status(name) != "ok":
+        if all(plan.status(name, dataset) != "ok" for dataset in config["datasets"]):
             continue  # not implemented yet, or quoted from other work: no run, nothing to check
         info = implemented[method]
         known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | info.keys

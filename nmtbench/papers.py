@@ -38,10 +38,13 @@ class Row:
     label: str
     reported: dict[str, float | None]
     note: str = ""
-    trained_on: str | None = None  # a dataset of its own in place of each column's
+    # a dataset of its own in place of each column's, or of some columns' (column key -> it)
+    trained_on: str | dict[str, str] | None = None
 
     def dataset(self, column: Column) -> str:
         """The paper dataset this row's cell in `column` trains and is tested on."""
+        if isinstance(self.trained_on, dict):
+            return self.trained_on.get(column.key, column.dataset)
         return self.trained_on or column.dataset
 
 
@@ -138,10 +141,14 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
         rows = [row["experiment"] for row in table["rows"]]
         for i, row in enumerate(table["rows"]):
             known(row["experiment"], f"tables.{tname}.rows.{i}.experiment")
-            for col in row["reported"]:
-                if col not in table["columns"]:
-                    raise InputError(f"{path}: key 'tables.{tname}.rows.{i}.reported.{col}': "
-                                     f"no such column; columns: {', '.join(table['columns'])}")
+            trained_on = row.get("trained_on")
+            for key, cols in (("reported", row["reported"]),
+                              ("trained_on", trained_on if isinstance(trained_on, dict) else {})):
+                for col in cols:
+                    if col not in table["columns"]:
+                        raise InputError(f"{path}: key 'tables.{tname}.rows.{i}.{key}.{col}': "
+                                         "no such column; columns: "
+                                         f"{', '.join(table['columns'])}")
         if len(set(rows)) != len(rows):
             dup = next(r for r in rows if rows.count(r) > 1)
             raise InputError(f"{path}: key 'tables.{tname}.rows': experiment {dup!r} appears "

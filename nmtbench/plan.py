@@ -185,10 +185,18 @@ class Plan:
         return (dataset == paper_dataset
                 and self.config["datasets"][dataset]["kind"] != "toyworld")
 
-    def status(self, experiment: str) -> str:
+    def status(self, experiment: str, dataset: str | None = None) -> str:
+        """"ok", NOT_IMPLEMENTED or EXTERNAL; on a dataset, as its overrides leave the
+        experiment (the toy world's GPT-2 stands in for a GPT no code can build), and a
+        dataset made with a published back-translated corpus (`backtranslation: true`) gives
+        `back_translation: true` what it asks for."""
         spec = self.experiments[experiment]
         if spec["method"] == EXTERNAL:
             return EXTERNAL
+        if dataset is not None:
+            spec = {**spec, **self.overrides(dataset, experiment)}
+            if self.config["datasets"][dataset].get("backtranslation"):
+                spec["back_translation"] = False  # the dataset holds the published corpus
         if spec["method"] not in self.implemented or not_built(spec):
             return NOT_IMPLEMENTED
         return "ok"
@@ -388,7 +396,7 @@ class Plan:
         """The largest `bt_sentences` of any implemented experiment on the dataset (fixed by
         the catalogue, so asking for another table never re-translates)."""
         return max(self.train_settings(dataset, e).get("bt_sentences", 0)
-                   for e in self.experiments if self.status(e) == "ok")
+                   for e in self.experiments if self.status(e, dataset) == "ok")
 
     @cached_property
     def _run_names(self) -> dict[tuple[str, str], str]:
@@ -397,7 +405,7 @@ class Plan:
         for dataset in self.config["datasets"]:
             groups: dict[str, list[str]] = {}
             for experiment in self.experiments:
-                if self.status(experiment) == "ok":
+                if self.status(experiment, dataset) == "ok":
                     key = _canonical(self.train_settings(dataset, experiment))
                     groups.setdefault(key, []).append(experiment)
             for members in groups.values():
@@ -427,7 +435,7 @@ class Plan:
 
     def run_cell(self, dataset: str, experiment: str, where: str) -> Cell:
         """The cell of a configured dataset and experiment."""
-        status = self.status(experiment)
+        status = self.status(experiment, dataset)
         if status != "ok":
             return Cell(dataset, experiment, status)
         settings = self.train_settings(dataset, experiment)
@@ -449,7 +457,7 @@ class Plan:
     def _decodes(self) -> dict[str, DecodeSettings]:
         return {settings.tag: settings
                 for dataset in self.config["datasets"] for experiment in self.experiments
-                if self.status(experiment) == "ok"
+                if self.status(experiment, dataset) == "ok"
                 for settings in [self.decode_settings(dataset, experiment)]}
 
     def decode_for_tag(self, tag: str) -> DecodeSettings:

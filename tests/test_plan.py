@@ -366,6 +366,31 @@ def test_status_and_cells_that_need_no_files(catalogue):
     assert plan.status("bt") == NOT_IMPLEMENTED and plan.status("quoted") == EXTERNAL
 
 
+def test_status_on_a_dataset_follows_its_overrides_and_its_back_translations(catalogue):
+    """A dataset's overrides can supply what the paper's setting asks for (the toy world's
+    GPT-2 for deep fusion's GPT), and a dataset made with a published back-translated corpus
+    gives `back_translation: true` its data; elsewhere both stay not implemented."""
+    datasets = make_config()["datasets"]
+    datasets["toy"]["overrides"]["bt"] = {"back_translation": False}
+    datasets["ro-en-bt"] = {**datasets["iwslt14-de-en"], "kind": "wmt16", "src_lang": "ro",
+                            "backtranslation": True}
+    plan = plan_for(catalogue, datasets=datasets)
+    assert plan.status("bt") == NOT_IMPLEMENTED
+    assert plan.status("bt", "iwslt14-de-en") == NOT_IMPLEMENTED
+    assert plan.status("bt", "toy") == "ok" and plan.cell("wmt14-en-de", "bt", "x").run
+    assert plan.status("bt", "ro-en-bt") == "ok"
+    assert plan.status("quoted", "toy") == EXTERNAL
+
+
+def test_a_row_trained_on_a_dataset_of_its_own_in_some_columns(catalogue):
+    from nmtbench.papers import Column, Row
+
+    row = Row("bt", "BT", {}, trained_on={"ro": "wmt16-ro-en-bt"})
+    ro = Column("ro", "Ro-En", "wmt16-ro-en", "test", "bleu_tokenized")
+    de = Column("de", "En-De", "wmt14-en-de", "test", "bleu_tokenized")
+    assert row.dataset(ro) == "wmt16-ro-en-bt" and row.dataset(de) == "wmt14-en-de"
+
+
 # --- targets -------------------------------------------------------------------------------
 
 def test_table_targets_metrics_latency_and_bootstrap(catalogue):
