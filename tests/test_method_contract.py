@@ -127,6 +127,10 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
         "shared-embeddings": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
                               "decoder_layers": 2, "d_model": 32, "ffn_dim": 64,
                               "vocabulary": TINY_BERTS["src_bert"], "share_embeddings": True},
+        "shared-embeddings-nat": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                                  "decoder_layers": 2, "d_model": 32, "ffn_dim": 64,
+                                  "vocabulary": TINY_BERTS["src_bert"], "share_embeddings": True,
+                                  "decoding": "nat"},
     },
     "c-mlm": {
         "cmlm": {"bert": TINY_BERTS["src_bert"]},
