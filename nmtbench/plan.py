@@ -549,10 +549,11 @@ class Plan:
         return sorted(found, key=lambda pair: (pair[0].dataset, pair[0].run or "", pair[1]))
 
     def _baseline_cells(self, table: Table) -> dict[int, Cell]:
-        if table.baseline is None or self.status(table.baseline) != "ok":
+        if table.baseline is None:
             return {}
-        return {j: self.cell(col.dataset, table.baseline, table.name)
-                for j, col in enumerate(table.columns)}
+        cells = {j: self.cell(col.dataset, table.baseline, table.name)
+                 for j, col in enumerate(table.columns)}
+        return {j: cell for j, cell in cells.items() if cell.status == "ok"}
 
     def baseline_cell(self, table: Table, column: int) -> Cell | None:
         return self._baseline_cells(table).get(column)
