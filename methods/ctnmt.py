@@ -36,10 +36,14 @@ Details the excerpt of the paper leaves to us, and what we chose:
   layer at the same token of [CLS] y [SEP] (having seen the whole sentence: the mismatch the
   paper gives for the decoder's smaller gain); the squared error is summed over real target
   tokens, like the encoder's over source tokens;
-- GPT-2 as the teacher (Table 2) is not built: a GPT-2 checkpoint's byte-level BPE has no
-  padding, [CLS] or [SEP] token, so it cannot be the vocabulary of the side it would read, as
-  every pre-trained model here is (`nmtbench.tokenization.vocab_of`); those cells say "not
-  implemented".
+- GPT-2 as the teacher (Table 2, `distill_teacher: gpt2`): the checkpoint in the distilled
+  side's role (`src_bert` for the encoder, `tgt_bert` for the decoder) is then a GPT-2 and
+  must read that side's vocabulary, as every pre-trained model here does; it reads the same
+  [CLS] x [SEP] / [CLS] y [SEP] as a BERT, and its state at a token has seen that token's
+  left context only (for the decoder exactly what the student has seen). The public `gpt2`'s
+  byte-level BPE has no [PAD], [CLS] or [SEP], so it cannot be a side's vocabulary
+  (`nmtbench.tokenization.vocab_of`): those cells say "not implemented" on real data, and
+  the toy world's GPT-2 of each side (pre-trained in the DAG in its WordPiece) stands in.
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ from nmtbench.method import (
     constant,
     mark_pretrained,
 )
-from nmtbench.pretrained import check_vocab, load_model
+from nmtbench.pretrained import check_vocab, load_model, model_config
+
+TEACHERS = ("bert", "gpt2")
 
 
 def slanted_triangle(progress: Progress, peak: float, end: float) -> float:
@@ -192,7 +198,7 @@ class CTNMTSettings(SizedSettings):
     tgt_bert: str | None = None  # the teacher of distillation into the decoder
     distillation: bool = False
     distill_alpha: float = 0.5  # alpha of Eq. 5
-    distill_teacher: str = "bert"
+    distill_teacher: str = "bert"  # the kind of checkpoint in the distilled side's role
     distill_side: str = "encoder"
     dynamic_switch: bool = False
     rate_scheduling: bool = False
@@ -225,9 +231,9 @@ class CTNMT(Method):
             check_vocab(src_vocab.size, bert, "source")
         if s.distillation:  # frozen: reloaded from the checkpoint directory
             decoder_side = s.distill_side == "decoder"
-            teacher = mark_pretrained(load_model(
+            teacher = mark_pretrained(_load_teacher(
                 (pretrained or {}).get("tgt_bert", s.tgt_bert) if decoder_side else source,
-                weights=weights, add_pooling_layer=False))
+                s.distill_teacher, "tgt_bert" if decoder_side else "src_bert", weights))
             check_vocab((tgt_vocab if decoder_side else src_vocab).size, teacher,
                         "target" if decoder_side else "source")
             teacher.requires_grad_(False)
@@ -243,6 +249,17 @@ class CTNMT(Method):
         return cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, teacher)
 
 
+def _load_teacher(name: str, kind: str, role: str, weights: bool) -> nn.Module:
+    """The frozen teacher's base model, which must be of the kind `distill_teacher` names."""
+    model_type = model_config(name).model_type
+    if model_type != kind:
+        raise InputError(f"ctnmt distill_teacher {kind!r}, but {role} {name!r} is a "
+                         f"{model_type} checkpoint")
+    # a BERT loaded as a base model would add a pooler that distillation never reads
+    extra = {"add_pooling_layer": False} if model_type == "bert" else {}
+    return load_model(name, weights=weights, **extra)
+
+
 def _check(s: CTNMTSettings) -> None:
     """One line for each setting the schema cannot check."""
     if not s.src_bert:
@@ -251,9 +268,14 @@ def _check(s: CTNMTSettings) -> None:
     if not (s.distillation or s.dynamic_switch or s.rate_scheduling):
         raise InputError("ctnmt with distillation, dynamic_switch and rate_scheduling all off "
                          "is the Transformer: use method transformer")
-    if s.distill_teacher != "bert":
-        raise InputError(f"ctnmt distill_teacher {s.distill_teacher!r}: only bert is built (a "
-                         "GPT-2 vocabulary cannot be a side's vocabulary)")
+    if s.distill_teacher not in TEACHERS:
+        raise InputError(f"ctnmt distill_teacher {s.distill_teacher!r}: use one of "
+                         f"{', '.join(TEACHERS)}")
+    if (s.distill_teacher != "bert" and s.distill_side == "encoder"
+            and (s.dynamic_switch or s.rate_scheduling)):
+        raise InputError(f"ctnmt distill_teacher {s.distill_teacher!r} into the encoder: src_bert "
+                         "is then the teacher, but the dynamic switch and rate scheduling need "
+                         "it to be the BERT they fine-tune")
     if s.distillation and s.distill_side == "decoder" and not s.tgt_bert:
         raise InputError("ctnmt distill_side decoder needs `tgt_bert` (the target-side BERT "
                          "teacher); set it in the experiment or as the dataset's "

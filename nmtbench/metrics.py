@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 
-from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
-from sacremoses import MosesDetokenizer
 
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines
@@ -19,6 +17,8 @@ from nmtbench.fileio import read_lines
 
 def detokenize(lines: list[str], lang: str) -> list[str]:
     """Moses-detokenize whitespace-tokenized lines (what sacreBLEU expects as input)."""
+    from sacremoses import MosesDetokenizer  # imported where used: training never needs it
+
     detok = MosesDetokenizer(lang=lang)
     return [detok.detokenize(line.split()) for line in lines]
 
@@ -64,6 +64,8 @@ def rouge(hyps: list[str], refs: list[str]) -> dict[str, float]:
     stemming, on the tokenized text (what Gigaword papers score)."""
     if len(hyps) != len(refs):
         raise ValueError(f"rouge needs equally many lines: hyps={len(hyps)} refs={len(refs)}")
+    from rouge_score import rouge_scorer  # imported where used: it loads nltk and scipy
+
     kinds = ("rouge1", "rouge2", "rougeL")
     scorer = rouge_scorer.RougeScorer(list(kinds), use_stemmer=True)
     totals = dict.fromkeys(kinds, 0.0)

@@ -13,14 +13,15 @@ import unicodedata
 from collections import Counter
 from functools import partial
 
-from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
 from nmtbench.parallel import ordered_map
 
 CHUNK = 2000  # sentences per worker task: large enough to amortise pickling
 
 
 def _tokenize_chunk(lines: list[str], lang: str, normalize_punct: bool) -> list[str]:
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer  # where used: config checks
+    # import this module, and sacremoses takes a quarter of a second to load
+
     tokenizer = MosesTokenizer(lang=lang)
     normalizer = MosesPunctNormalizer(lang=lang) if normalize_punct else None
     out = []

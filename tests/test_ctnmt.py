@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
+from tiny_checkpoints import BERT_VOCAB, save_tiny_bert, save_tiny_gpt2
 
 from methods import get_method
 from methods.ctnmt import slanted_triangle
@@ -21,6 +21,13 @@ SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_la
 def bert(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("ctnmt") / "bert"
     save_tiny_bert(path, seed=5)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("ctnmt") / "gpt2"
+    save_tiny_gpt2(path, seed=6)
     return str(path)
 
 
@@ -149,14 +156,86 @@ def test_decoder_distillation_pulls_the_decoder_states_towards_the_target_bert(b
     assert all(p.grad is None for p in model.teacher.parameters())
 
 
+def gpt2_states(gpt2: str, text: torch.Tensor) -> torch.Tensor:
+    from transformers import GPT2Model
+
+    model = GPT2Model.from_pretrained(gpt2).eval()
+    with torch.no_grad():
+        return model(input_ids=text,
+                     attention_mask=(text != BERT_VOCAB.pad).long()).last_hidden_state
+
+
+def test_a_gpt2_teacher_of_the_decoder_has_seen_what_the_student_has(bert, gpt2):
+    """Table 2's "GPT-2 Dec": the teacher is the GPT-2 in `tgt_bert`, reading [CLS] y [SEP];
+    its state at a token depends on that token's prefix only (the decoder's view), so changing
+    the last target token moves only the last position's term."""
+    model = get_method("ctnmt").build(
+        {**SMALL, "src_bert": bert, "tgt_bert": gpt2, "distillation": True,
+         "distill_teacher": "gpt2", "distill_side": "decoder"},
+        BERT_VOCAB, BERT_VOCAB, pretrained={"src_bert": bert, "tgt_bert": gpt2}).eval()
+    assert model.teacher.config.model_type == "gpt2"
+    b = batch()
+    with torch.no_grad():
+        losses = model.losses(b)
+        states = model.decoder.states(b.tgt_in, model.encoder(b.src))
+    teacher = gpt2_states(gpt2, torch.cat([b.tgt_in[:, :1], b.tgt_out], 1))
+    error = (model.distill_proj(states) - teacher[:, :4]).pow(2).mean(-1)
+    torch.testing.assert_close(losses.terms["distill"],
+                               error.masked_select(b.tgt_in != BERT_VOCAB.pad).sum())
+    changed = torch.cat([b.tgt_in[:, :1], b.tgt_out], 1)
+    changed[0, 3] = 50  # y_3 of the first sentence (the student reads it at position 3)
+    moved = (gpt2_states(gpt2, changed) - teacher).abs().amax(-1)[0]
+    assert moved[:3].max() == 0 and moved[3] > 0
+
+
+def test_a_gpt2_teacher_of_the_encoder_reads_the_source(bert, gpt2):
+    """Table 2's "GPT-2 Enc": the GPT-2 in `src_bert` is the teacher of the Transformer
+    encoder's top layer at the tokens of x [SEP]; nothing of it translates."""
+    model = ctnmt(gpt2, distillation=True, distill_teacher="gpt2").eval()
+    b = batch()
+    with torch.no_grad():
+        losses = model.losses(b)
+        student = model.encoder(b.src).context["student"]
+    teacher = gpt2_states(gpt2, b.src)[:, 1:]
+    error = (model.distill_proj(student) - teacher).pow(2).mean(-1)
+    torch.testing.assert_close(losses.terms["distill"],
+                               error.masked_select(b.src[:, 1:] != BERT_VOCAB.pad).sum())
+    assert model.encoder.bert is None
+
+
 @pytest.mark.parametrize("settings, message", [
     ({}, "ctnmt with distillation, dynamic_switch and rate_scheduling all off"),
     ({"distillation": True, "distill_side": "decoder"},
      "ctnmt distill_side decoder needs `tgt_bert`"),
     ({"distillation": True, "distill_teacher": "gpt2"},
-     "ctnmt distill_teacher 'gpt2': only bert is built"),
+     "ctnmt distill_teacher 'gpt2', but src_bert '.*' is a bert checkpoint"),
+    ({"distillation": True, "distill_teacher": "t5"}, "ctnmt distill_teacher 't5': use one of"),
+    ({"distillation": True, "distill_teacher": "gpt2", "dynamic_switch": True},
+     "the dynamic switch and rate scheduling need it to be the BERT"),
     ({"rate_scheduling": True, "rate_peak": 0.6, "rate_end": 0.5}, "need 0 < rate_peak"),
 ])
 def test_bad_settings_are_one_line(bert, settings, message):
     with pytest.raises(InputError, match=message):
         ctnmt(bert, **settings)
+
+
+def test_gpt2_rows_run_on_the_toy_world_and_say_not_implemented_on_real_data():
+    """Table 2's GPT-2 teachers: the public `gpt2` cannot be a side's vocabulary, so on
+    WMT14 the cells are not implemented; the toy world's GPT-2 of each side stands in."""
+    from pathlib import Path
+
+    from nmtbench import config as nmtconfig
+    from nmtbench.plan import NOT_IMPLEMENTED
+
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "config" / "config.yaml"]
+    toy = nmtconfig.check(nmtconfig.load_config(files), root / "config" / "schema.yaml",
+                          root / "papers")
+    paper = nmtconfig.check(nmtconfig.load_config([*files, root / "config" / "paper.yaml"]),
+                            root / "config" / "schema.yaml", root / "papers")
+    for experiment, role, teacher in (("ctnmt-distill-gpt2-encoder", "src_bert", "toy-gpt2-src"),
+                                      ("ctnmt-distill-gpt2-decoder", "tgt_bert", "toy-gpt2-tgt")):
+        assert paper.status(experiment, "wmt14-en-de") == NOT_IMPLEMENTED
+        assert toy.status(experiment, "toy") == "ok"
+        assert toy.checkpoints("toy", experiment)[role] == teacher
+    assert toy.config["pretraining"]["toy-gpt2-src"]["model"] == "gpt2"

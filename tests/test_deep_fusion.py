@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
+from tiny_checkpoints import BERT_VOCAB, save_tiny_bert, save_tiny_gpt2
 
 from methods import get_method
 from methods.deep_fusion import PARTITION, bert_masking, corrupt
@@ -207,12 +207,8 @@ def test_bad_settings_are_one_line_errors(bert, settings, message):
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory) -> str:
-    from transformers import GPT2Config, GPT2Model
-
-    torch.manual_seed(3)
     path = tmp_path_factory.mktemp("deep_fusion") / "gpt2"
-    GPT2Model(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)).save_pretrained(path)
+    save_tiny_gpt2(path, seed=3)
     return str(path)
 
 

@@ -28,6 +28,22 @@ def save_tiny_bert(out: Path, mlm: bool = True, seed: int = 0) -> torch.nn.Modul
     return model
 
 
+def save_tiny_gpt2(out: Path, seed: int = 0) -> torch.nn.Module:
+    """Write a random tiny GPT2Model (no dropout) over the same vocabulary to `out`, with that
+    vocabulary's tokenizer, as the toy world's GPT-2 reads its side's WordPiece."""
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(seed)
+    model = GPT2Model(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    vocab = out / "vocab.txt"
+    vocab.write_text("\n".join(TOKENS) + "\n")
+    BertTokenizer(str(vocab), do_lower_case=False).save_pretrained(str(out))
+    return model
+
+
 def bert_param_count(V: int, H: int, L: int, I: int, P: int, T: int = 2) -> int:  # noqa: E741
     """A BertModel without pooler, by hand: word/position/type embeddings + LayerNorm, then
     per layer q/k/v/out (4 (H^2 + H)), LayerNorm, FFN (H I + I + I H + H), LayerNorm."""
