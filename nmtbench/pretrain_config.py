@@ -25,7 +25,11 @@ class PretrainConfig:
     warmup_updates: int = 200
     max_updates: int = 1500
     weight_decay: float = 0.01
-    mask_prob: float = 0.15
+    mask_prob: float = 0.15  # share of tokens selected for prediction
+    # of the selected tokens, the share replaced by [MASK] and by a random token; the rest stay
+    # as they are (BERT: 80/10/10)
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
     heldout_sentences: int = 1000
     log_interval: int = 100
 
@@ -39,4 +43,9 @@ class PretrainConfig:
         if cfg.get("model") not in MODELS:
             raise InputError(f"pre-training model {cfg.get('model')!r}: use one of "
                              f"{', '.join(MODELS)}")
+        if cfg.get("mask_replace_prob", 0.8) + cfg.get("random_replace_prob", 0.1) > 1:
+            raise InputError("pre-training settings mask_replace_prob + random_replace_prob "
+                             f"= {cfg.get('mask_replace_prob', 0.8)} + "
+                             f"{cfg.get('random_replace_prob', 0.1)}: they share the selected "
+                             "tokens, so their sum is at most 1")
         return cls(**cfg)

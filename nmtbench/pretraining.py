@@ -71,8 +71,9 @@ class Batcher:
 
         self.model, self.pad = cfg.model, tok.pad_token_id
         self.collator = DataCollatorForLanguageModeling(
-            tok, mlm=True, mlm_probability=cfg.mask_prob, mask_replace_prob=0.8,
-            random_replace_prob=0.1)
+            tok, mlm=True, mlm_probability=cfg.mask_prob,
+            mask_replace_prob=cfg.mask_replace_prob, random_replace_prob=cfg.random_replace_prob)
+        self.mask = tok.mask_token_id
 
     def __call__(self, seqs: list[list[int]]) -> dict[str, torch.Tensor]:
         if self.model == "bert":
@@ -101,8 +102,10 @@ def _encode(lines: list[str], tok: PreTrainedTokenizerBase, max_positions: int,
 @torch.no_grad()
 def heldout_scores(model: torch.nn.Module, batcher: Batcher, seqs: list[list[int]],
                    max_tokens: int, seed: int) -> dict[str, float]:
-    """Token accuracy over the scored positions (masked ones for BERT, next tokens for
-    GPT-2) and perplexity, on held-out sentences; BERT's masks are drawn with a fixed seed."""
+    """Token accuracy and perplexity on held-out sentences, over the positions replaced by
+    [MASK] (BERT; not the selected tokens kept or randomised, which the input gives away or
+    misleads on, so the figure is the same whatever the replacement shares) or every next token
+    (GPT-2); BERT's masks are drawn with a fixed seed."""
     model.eval()
     torch.manual_seed(seed)
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
@@ -116,6 +119,8 @@ def heldout_scores(model: torch.nn.Module, batcher: Batcher, seqs: list[list[int
         if batcher.model == "gpt2":  # position t predicts token t + 1
             logits, labels = logits[:, :-1], labels[:, 1:]
         scored = labels != -100
+        if batcher.model == "bert":
+            scored &= batch["input_ids"] == batcher.mask
         correct += int((logits.argmax(-1)[scored] == labels[scored]).sum())
         total += int(scored.sum())
         nll += float(torch.nn.functional.cross_entropy(logits[scored], labels[scored],

@@ -10,7 +10,7 @@ from transformers import AutoModel, AutoTokenizer, BertModel, GPT2Model
 
 from nmtbench.errors import InputError
 from nmtbench.pretrained import load_model
-from nmtbench.pretraining import Batcher, PretrainConfig, pretrain
+from nmtbench.pretraining import Batcher, PretrainConfig, heldout_scores, pretrain
 from nmtbench.tokenization import load_tokenizer, train_wordpiece
 
 TINY = {"d_model": 32, "ffn_dim": 64, "n_heads": 2, "layers": 2, "max_positions": 64,
@@ -38,11 +38,15 @@ def sequences(tok, n, rng):
             for _ in range(n)]
 
 
-def test_mlm_masking_statistics(corpus):
-    """15% of ordinary tokens are selected; of those ~80% [MASK], ~10% random, ~10% kept;
-    [CLS]/[SEP]/[PAD] never; labels hold the original ids exactly where selected."""
+@pytest.mark.parametrize("select, masked, randomised", [(0.15, 0.8, 0.1), (0.3, 0.5, 0.1)])
+def test_mlm_masking_statistics(corpus, select, masked, randomised):
+    """`mask_prob` of the ordinary tokens are selected (BERT: 15%); of those
+    `mask_replace_prob` [MASK], `random_replace_prob` random, the rest kept (BERT: 80/10/10;
+    the toy BERTs' 50/10/40); [CLS]/[SEP]/[PAD] never; labels hold the original ids exactly
+    where selected."""
     tok = load_tokenizer(corpus[1])
-    batcher = Batcher(PretrainConfig(model="bert"), tok)
+    batcher = Batcher(PretrainConfig(model="bert", mask_prob=select, mask_replace_prob=masked,
+                                     random_replace_prob=randomised), tok)
     special = torch.tensor([tok.cls_token_id, tok.sep_token_id, tok.pad_token_id])
     torch.manual_seed(0)
     rng = random.Random(0)
@@ -68,10 +72,37 @@ def test_mlm_masking_statistics(corpus):
         counts["other"] += int(((picked != was) & (picked != tok.mask_token_id)).sum())
     assert counts["ordinary"] > 20000 and counts["selected"] > 2500
     # binomial sd: 0.0025 for the selection rate, <= 0.008 for the shares of the selected
-    assert counts["selected"] / counts["ordinary"] == pytest.approx(0.15, abs=0.015)
-    assert counts["masked"] / counts["selected"] == pytest.approx(0.80, abs=0.04)
-    assert counts["other"] / counts["selected"] == pytest.approx(0.10, abs=0.03)
-    assert counts["kept"] / counts["selected"] == pytest.approx(0.10, abs=0.03)
+    assert counts["selected"] / counts["ordinary"] == pytest.approx(select, abs=0.015)
+    assert counts["masked"] / counts["selected"] == pytest.approx(masked, abs=0.04)
+    # a random replacement can draw the token itself: then it counts as kept
+    assert counts["other"] / counts["selected"] == pytest.approx(randomised, abs=0.03)
+    assert counts["kept"] / counts["selected"] == pytest.approx(1 - masked - randomised,
+                                                                 abs=0.03)
+
+
+class CopyInput(torch.nn.Module):
+    """A 'masked LM' that predicts each position's input token."""
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+
+    def forward(self, input_ids, attention_mask):
+        logits = 10.0 * torch.nn.functional.one_hot(input_ids, self.vocab_size).float()
+        return type("Out", (), {"logits": logits})
+
+
+def test_heldout_accuracy_scores_only_the_positions_given_as_mask(corpus):
+    """Kept tokens give their answer away: a model that copies its input would score their
+    share of the selected tokens if they counted. Only [MASK] positions do, so it scores 0."""
+    tok = load_tokenizer(corpus[1])
+    seqs = sequences(tok, 200, random.Random(2))
+    batcher = Batcher(PretrainConfig(model="bert", mask_prob=0.5, mask_replace_prob=0.5,
+                                     random_replace_prob=0.0), tok)
+    scores = heldout_scores(CopyInput(len(tok)), batcher, seqs, max_tokens=512, seed=1)
+    masked = sum(len(s) - 2 for s in seqs) * 0.5 * 0.5
+    assert scores["accuracy"] == 0.0
+    assert scores["scored_tokens"] == pytest.approx(masked, rel=0.15)
 
 
 def test_gpt2_batches_label_every_real_token(corpus):
@@ -111,6 +142,8 @@ def test_pretrain_writes_a_loadable_checkpoint(corpus, tmp_path, model, base):
     ({"model": "t5"}, "pre-training model 't5'"),
     ({"model": "bert", "lr_peak": 1.0}, "'lr_peak' is unknown"),
     ({"model": "bert", "heldout_sentences": 300}, "not more than heldout_sentences"),
+    ({"model": "bert", "mask_replace_prob": 0.8, "random_replace_prob": 0.3},
+     r"mask_replace_prob \+ random_replace_prob = 0.8 \+ 0.3: .* at most 1$"),
     # every sentence dropped: training waited forever for a first batch
     ({"model": "bert", "max_positions": 2, "heldout_sentences": 20},
      r"mono\.txt: all 280 sentences are longer than max_positions \(2 tokens\); raise the "
