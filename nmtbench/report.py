@@ -24,6 +24,7 @@ import subprocess
 from fnmatch import fnmatch
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
@@ -37,6 +38,7 @@ from nmtbench.fileio import write_text
 from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Table
 from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, tested_against
+from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.records import read_result
 from nmtbench.results import BETTER, WORSE, Results
 
@@ -270,17 +272,31 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
             rows.append({**row, "Layers × d": "missing"})
             continue
         settings, heldout = summary["settings"], summary["heldout"]
-        rows.append({**row, "Layers × d": f"{settings['layers']} × {settings['d_model']}",
+        rows.append({**row, "Objective": _objective(spec["model"], settings),
+                     "Layers × d": f"{settings['layers']} × {settings['d_model']}",
                      "Params": METRICS["params_total"].format(summary["params"]),
                      "Updates (epochs)": f"{summary['updates']} ({summary['epochs']:g})",
                      "Held-out accuracy": f"{100 * heldout['accuracy']:.1f}%",
                      "Held-out perplexity": f"{heldout['perplexity']:.1f}",
                      "Seconds": f"{summary['seconds']:.0f}"})
     return ["## Pre-trained checkpoints", "",
-            "Pre-trained in the DAG on the toy world's monolingual text. Held-out accuracy: "
-            "masked tokens predicted correctly (BERT, 15% of tokens selected, 80/10/10) or "
-            "next tokens (GPT-2), on the corpus's last sentences, never trained on.", "",
+            "Pre-trained in the DAG on the toy world's monolingual text. Objective: a BERT's "
+            "share of tokens selected for prediction, and of those the shares given as [MASK], "
+            "as a random token and kept (BERT's own: 15%, 80/10/10). Held-out accuracy: tokens "
+            "given as [MASK] predicted correctly (BERT) or next tokens (GPT-2), on the corpus's "
+            "last sentences, never trained on.", "",
             _markdown(pd.DataFrame(rows).fillna("-"))]
+
+
+def _objective(model: str, settings: dict[str, Any]) -> str:
+    """"masked LM 30%: 50/10/40" (selected; [MASK]/random/kept) or "causal LM"."""
+    if model != "bert":
+        return "causal LM"
+    defaults = PretrainConfig(model="bert")
+    select, masked, randomised = (settings.get(k, getattr(defaults, k)) for k in
+                                  ("mask_prob", "mask_replace_prob", "random_replace_prob"))
+    shares = [round(100 * x) for x in (masked, randomised, 1 - masked - randomised)]
+    return f"masked LM {100 * select:g}%: {'/'.join(map(str, shares))}"
 
 
 def _teachers_section(plan: Plan, results: Results) -> list[str]:

@@ -68,21 +68,28 @@ def test_tables_md_shows_every_requested_table_with_its_runs(finished):
         assert f"{metrics['bleu']['tokenized']:.2f}" in row
         assert f"[toy/{run.parent.name}/seed1](runs/toy/{run.parent.name}/seed1)" in row
     assert metrics["train"]["train_pairs"] == 100  # the smoke config's train_pairs override
-    assert "not implemented" in text  # BERT-fused & co. are planned, not silently dropped
+    # rows no run serves are shown, not silently dropped: the quoted ones of deep fusion's
+    # Table 1 (every other cell of the smoke tables runs on the toy world; test_report checks
+    # "not implemented" cells)
+    assert "external (quoted by the paper)" in text
 
 
 def test_toy_berts_are_pretrained_in_the_dag_and_loaded_by_the_bert_runs(finished):
     """The toy BERTs are HF directories made in the DAG; bert-init/bert-frozen load them."""
     text = (finished / "results" / "tables.md").read_text()
     assert "## Pre-trained checkpoints" in text
-    # (toy-bert-joint: the BERT-KD teacher's, for bertkd2020.table1)
+    # (toy-bert-joint: the BERT-KD teacher's, for bertkd2020.table1; the GPT-2s: CTNMT's
+    # Table 2 teachers)
     assert smoke_plan().pretrained_targets() == ["toy-bert-joint", "toy-bert-src",
-                                                 "toy-bert-tgt"]
+                                                 "toy-bert-tgt", "toy-gpt2-src", "toy-gpt2-tgt"]
+    gpt2 = next(line for line in text.splitlines() if line.startswith("| toy-gpt2-src "))
+    assert re.search(r"\| causal LM +\|", gpt2)
     for name in ("toy-bert-joint", "toy-bert-src", "toy-bert-tgt"):
         summary = json.loads((finished / "data" / "pretrained" / name /
                               "pretrain_summary.json").read_text())
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
         assert f"{100 * summary['heldout']['accuracy']:.1f}%" in row
+        assert re.search(r"\| masked LM 30%: 50/10/40 +\|", row)  # the toy BERTs' objective
     for experiment, label in (("bert-init-500", "BERT-initialised encoder, 500 pairs"),
                               ("bert-frozen-500", "Frozen BERT encoder, 500 pairs")):
         run, tag = run_dir(finished, experiment)
