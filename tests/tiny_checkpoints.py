@@ -19,13 +19,7 @@ TINY_BERTS = {"src_bert": "tiny-src-bert", "tgt_bert": "tiny-tgt-bert"}
 def save_tiny_bert(out: Path, mlm: bool = True, seed: int = 0) -> torch.nn.Module:
     """Write a random tiny BertForMaskedLM (or BertModel) and its tokenizer to `out`."""
     torch.manual_seed(seed)
-    model = (BertForMaskedLM if mlm else BertModel)(BertConfig(**TINY))
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    vocab = out / "vocab.txt"
-    vocab.write_text("\n".join(TOKENS) + "\n")
-    BertTokenizer(str(vocab), do_lower_case=False).save_pretrained(str(out))
-    return model
+    return _save(out, (BertForMaskedLM if mlm else BertModel)(BertConfig(**TINY)))
 
 
 def save_tiny_gpt2(out: Path, seed: int = 0) -> torch.nn.Module:
@@ -34,8 +28,13 @@ def save_tiny_gpt2(out: Path, seed: int = 0) -> torch.nn.Module:
     from transformers import GPT2Config, GPT2Model
 
     torch.manual_seed(seed)
-    model = GPT2Model(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    return _save(out, GPT2Model(GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=2,
+                                           n_head=2, resid_pdrop=0.0, embd_pdrop=0.0,
+                                           attn_pdrop=0.0)))
+
+
+def _save(out: Path, model: torch.nn.Module) -> torch.nn.Module:
+    """The model and the tiny vocabulary's WordPiece tokenizer, in Hugging Face format."""
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     vocab = out / "vocab.txt"
