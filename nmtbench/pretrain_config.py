@@ -43,9 +43,10 @@ class PretrainConfig:
         if cfg.get("model") not in MODELS:
             raise InputError(f"pre-training model {cfg.get('model')!r}: use one of "
                              f"{', '.join(MODELS)}")
-        if cfg.get("mask_replace_prob", 0.8) + cfg.get("random_replace_prob", 0.1) > 1:
-            raise InputError("pre-training settings mask_replace_prob + random_replace_prob "
-                             f"= {cfg.get('mask_replace_prob', 0.8)} + "
-                             f"{cfg.get('random_replace_prob', 0.1)}: they share the selected "
-                             "tokens, so their sum is at most 1")
         return cls(**cfg)
+
+    def __post_init__(self) -> None:
+        if self.mask_replace_prob + self.random_replace_prob > 1:
+            raise InputError("pre-training settings mask_replace_prob + random_replace_prob = "
+                             f"{self.mask_replace_prob} + {self.random_replace_prob}: they share "
+                             "the selected tokens, so their sum is at most 1")
