@@ -19,6 +19,9 @@ class PretrainConfig:
     ffn_dim: int = 512
     n_heads: int = 4
     layers: int = 3
+    # on embeddings, attention weights and every sub-layer's output (BERT's and GPT-2's 0.1);
+    # saved with the checkpoint, so the methods that train with it in train mode use it too
+    dropout: float = 0.1
     max_positions: int = 256
     max_tokens: int = 4096  # padded tokens per batch
     lr: float = 1e-3

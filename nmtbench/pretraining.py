@@ -48,9 +48,11 @@ def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:
         return BertConfig(vocab_size=vocab.size, hidden_size=cfg.d_model,
                           num_hidden_layers=cfg.layers, num_attention_heads=cfg.n_heads,
                           intermediate_size=cfg.ffn_dim, max_position_embeddings=cfg.max_positions,
+                          hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
                           pad_token_id=vocab.pad)
     return GPT2Config(vocab_size=vocab.size, n_embd=cfg.d_model, n_layer=cfg.layers,
                       n_head=cfg.n_heads, n_inner=cfg.ffn_dim, n_positions=cfg.max_positions,
+                      resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout,
                       bos_token_id=vocab.bos, eos_token_id=vocab.eos, pad_token_id=vocab.pad)
 
 

@@ -276,6 +276,8 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
                      "Layers × d": f"{settings['layers']} × {settings['d_model']}",
                      "Params": METRICS["params_total"].format(summary["params"]),
                      "Updates (epochs)": f"{summary['updates']} ({summary['epochs']:g})",
+                     "lr": f"{settings['lr']:g}",
+                     "Dropout": f"{settings.get('dropout', PretrainConfig.dropout):g}",
                      "Held-out accuracy": f"{100 * heldout['accuracy']:.1f}%",
                      "Held-out perplexity": f"{heldout['perplexity']:.1f}",
                      "Seconds": f"{summary['seconds']:.0f}"})

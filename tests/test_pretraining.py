@@ -138,6 +138,20 @@ def test_pretrain_writes_a_loadable_checkpoint(corpus, tmp_path, model, base):
         assert isinstance(load_model(str(out)), BertModel)
 
 
+@pytest.mark.parametrize("model, names", [
+    ("bert", ("hidden_dropout_prob", "attention_probs_dropout_prob")),
+    ("gpt2", ("resid_pdrop", "embd_pdrop", "attn_pdrop")),
+])
+def test_dropout_setting_is_saved_with_the_checkpoint(corpus, tmp_path, model, names):
+    """`dropout` reaches every dropout of the saved config (BERT's and GPT-2's default 0.1
+    otherwise): the methods that train with the checkpoint in train mode read it from there."""
+    pretrain(corpus[0], corpus[1], tmp_path / "d0", {"model": model, **TINY, "dropout": 0.0})
+    pretrain(corpus[0], corpus[1], tmp_path / "d1", {"model": model, **TINY})
+    zero, default = (AutoModel.from_pretrained(tmp_path / d).config for d in ("d0", "d1"))
+    assert [getattr(zero, n) for n in names] == [0.0] * len(names)
+    assert [getattr(default, n) for n in names] == [0.1] * len(names)
+
+
 @pytest.mark.parametrize("settings, message", [
     ({"model": "t5"}, "pre-training model 't5'"),
     ({"model": "bert", "lr_peak": 1.0}, "'lr_peak' is unknown"),
