@@ -71,7 +71,7 @@ def cmd_toyworld(args: argparse.Namespace) -> None:
     if missing := [k for k in names if k not in world]:
         raise InputError(f"--world: the split sizes {', '.join(missing)} are missing")
     check_world(world, "--world")
-    sizes = {k: world.pop(k) for k in names}
+    sizes = {k: world.pop(k) for k in (*names, "test_official_pairs") if k in world}
     try:
         counts = generate(args.out, WorldConfig.from_dict(world), **sizes)
     except InputError as err:  # a setting or size of the world, named by its key

@@ -35,6 +35,7 @@ from nmtbench.errors import InputError
 from nmtbench.method_registry import MethodInfo
 from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Catalogue, Claim, Column, Figure, Table
+from nmtbench.recipes import OPTIONAL_SPLITS, optional_splits
 
 EXTERNAL = "external"
 NOT_IMPLEMENTED = "not implemented"
@@ -507,6 +508,15 @@ class Plan:
     def figure_cells(self, figure: Figure) -> list[Cell]:
         return [self.cell(figure.dataset, e, figure.name) for e in figure.experiments()]
 
+    def _check_split(self, dataset: str, split: str, where: str) -> None:
+        """Every dataset makes valid and test; an optional split only some (a toy world with
+        its size set, a recipe with parts for it)."""
+        if split in OPTIONAL_SPLITS and split not in optional_splits(dataset,
+                                                                     self.config["datasets"]):
+            raise InputError(f"{where}: dataset {dataset!r} makes no split {split!r} (a toy "
+                             f"world makes it with world.{split.replace('-', '_')}_pairs; a real "
+                             "dataset, where its recipe has it)")
+
     def targets(self) -> list[str]:
         """Every run output the requested tables and figures read (rule all's inputs)."""
         files: set[str] = set()
@@ -516,6 +526,7 @@ class Plan:
                 if cell.status != "ok":
                     continue
                 col = table.columns[j]
+                self._check_split(cell.dataset, col.split, f"{table.name} column {col.key!r}")
                 for seed in self.seeds:
                     base = baseline.get(j)
                     files.update(self.cell_files(cell, col.split, col.metric, seed, base))
@@ -531,6 +542,7 @@ class Plan:
             for cell in self.figure_cells(figure):
                 if cell.status != "ok":
                     continue
+                self._check_split(cell.dataset, figure.split, figure.name)
                 for seed in self.seeds:
                     files.update(self.figure_files(figure, cell, seed))
         for dataset, run in self.runs():  # the report names each reverse model's test BLEU

@@ -2,7 +2,8 @@
 
 A recipe names the downloaded parts that make each split and the processing each side gets; the
 URLs and pinned checksums of those downloads live in config (`sources`), so a mirror is one
-config change. `prepare` runs a recipe and writes `train/valid/test.{src,tgt}` with a manifest
+config change. `prepare` runs a recipe and writes `train/valid/test.{src,tgt}` (and
+`test-official.{src,tgt}` where the recipe has one) with a manifest
 (line count and SHA-256 of every split, the filter counts, the checksums of the inputs).
 
 Choices the papers leave open, made here:
@@ -36,6 +37,9 @@ from nmtbench.provenance import file_digest
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
+# made only where the recipe has parts for it: a second test set a paper reports on beside its
+# own test sample (Gigaword's official test set, beside C-MLM's test-dev sample)
+OPTIONAL_SPLITS = ("test-official",)
 DOWNLOADS_DIR = "data/downloads"
 Pieces = list[tuple[Part, Part]]
 
@@ -219,12 +223,14 @@ def wmt18(spec: dict[str, Any]) -> Recipe:
 
 def gigaword(spec: dict[str, Any]) -> Recipe:
     """Rush et al.'s Gigaword headlines (tokenized, lowercased, digits as #) as released; C-MLM's
-    5k dev and 5k test-dev sampled from the validation set."""
+    5k dev and 5k test-dev sampled from the validation set, and the official test set (1,951
+    pairs) as split test-official."""
     def part(name):
         return (Part("gigaword", "org_data.tar.gz", f"org_data/{name}.src.txt"),
                 Part("gigaword", "org_data.tar.gz", f"org_data/{name}.tgt.txt"))
 
-    return Recipe({"train": [part("train")], "valid": [part("dev")]}, tokenize=False,
+    return Recipe({"train": [part("train")], "valid": [part("dev")],
+                   "test-official": [part("test")]}, tokenize=False,
                   carve=_sample_dev_and_testdev(5000, seed=1))
 
 
@@ -253,6 +259,17 @@ def recipe_for(name: str, spec: dict[str, Any]) -> Recipe:
             raise InputError(f"config key 'datasets.{name}.{key}' is missing (real datasets "
                              "name their languages)")
     return RECIPES[spec["kind"]](spec)
+
+
+def optional_splits(name: str, datasets: dict[str, Any]) -> list[str]:
+    """The OPTIONAL_SPLITS configured dataset `name` makes: a toy world's by its sizes, a
+    reversed dataset's its original's, a real dataset's by its recipe."""
+    spec = datasets[name]
+    if spec["kind"] == "reversed":
+        return optional_splits(spec["of"], datasets)
+    if spec["kind"] == "toyworld":
+        return ["test-official"] if spec.get("world", {}).get("test_official_pairs") else []
+    return [split for split in OPTIONAL_SPLITS if split in recipe_for(name, spec).splits]
 
 
 def download_paths(name: str, spec: dict[str, Any]) -> list[str]:
@@ -294,7 +311,8 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
                  recipe.clean, len(kept_src), len(src), dropped)
         splits["train"] = (kept_src, kept_tgt)
     carved = recipe.carve(splits) if recipe.carve is not None else {}
-    for split in SPLITS:
+    written = [*SPLITS, *(s for s in OPTIONAL_SPLITS if s in splits)]
+    for split in written:
         src, tgt, gone = preprocess.drop_empty(*splits[split])
         if gone:
             log.warning("%s %s: dropped %d pairs with an empty side", name, split, gone)
@@ -307,15 +325,14 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
         "splits": {}, "filters": counts, "carved": carved,
     }
     with atomic_directory(out) as tmp:
-        for split in SPLITS:
+        for split in written:
             for side, lines in zip(("src", "tgt"), splits[split], strict=True):
                 text = "".join(line + "\n" for line in lines).encode("utf-8")
                 (tmp / f"{split}.{side}").write_bytes(text)
                 manifest["splits"][f"{split}.{side}"] = {
                     "lines": len(lines), "sha256": hashlib.sha256(text).hexdigest()}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    log.info("%s: train %d, valid %d, test %d pairs", name,
-             *(len(splits[s][0]) for s in SPLITS))
+    log.info("%s: %s pairs", name, ", ".join(f"{s} {len(splits[s][0])}" for s in written))
     return manifest
 
 

@@ -339,19 +339,26 @@ SPLITS = ("train", "valid", "test", "mono")
 
 
 def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pairs: int,
-             test_pairs: int, mono_sentences: int) -> dict[str, int]:
-    """Write train/valid/test.{src,tgt} and mono.{src,tgt} under out_dir; return line counts.
+             test_pairs: int, mono_sentences: int, test_official_pairs: int = 0
+             ) -> dict[str, int]:
+    """Write train/valid/test.{src,tgt} and mono.{src,tgt} under out_dir, and
+    test-official.{src,tgt} when `test_official_pairs` > 0 (a second test set, standing in
+    for one a paper reports on beside its own test sample: Gigaword's official test set);
+    return line counts.
 
     Each split draws from its own seeded stream, so changing one size leaves the others intact;
-    pairs seen in an earlier split are redrawn so that valid and test never overlap training data.
-    Monolingual corpora are independent samples on each side (not translations of each other).
-    More pairs than the world can make is an InputError naming the key.
+    pairs seen in an earlier split are redrawn so that valid and the test sets never overlap
+    training data or each other. Monolingual corpora are independent samples on each side (not
+    translations of each other). More pairs than the world can make is an InputError naming
+    the key.
     """
     world = ToyWorld(cfg)
     out = Path(out_dir)
     seen: set[str] = set()
     counts = {}
-    for split, n in (("train", train_pairs), ("valid", valid_pairs), ("test", test_pairs)):
+    sizes = [("train", train_pairs), ("valid", valid_pairs), ("test", test_pairs)]
+    sizes += [("test-official", test_official_pairs)] if test_official_pairs else []
+    for split, n in sizes:
         rng = random.Random(f"{split}-{cfg.seed}")
         src_lines, tgt_lines = [], []
         repeats = 0  # draws in a row that gave a sentence already drawn
@@ -360,10 +367,10 @@ def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pair
             if src in seen:
                 repeats += 1
                 if repeats == MAX_FAILED_DRAWS:
-                    raise InputError(f"key '{split}_pairs': the world makes too few distinct "
-                                     f"sentences for {n} {split} pairs ({len(seen)} distinct "
-                                     "ones drawn so far); give it more words or ask for "
-                                     "fewer pairs")
+                    raise InputError(f"key '{split.replace('-', '_')}_pairs': the world makes "
+                                     f"too few distinct sentences for {n} {split} pairs "
+                                     f"({len(seen)} distinct ones drawn so far); give it more "
+                                     "words or ask for fewer pairs")
                 continue
             repeats = 0
             seen.add(src)

@@ -9,7 +9,7 @@ from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError
 from nmtbench.plan import generated
 from nmtbench.download import source_url
-from nmtbench.recipes import DOWNLOADS_DIR, download_paths
+from nmtbench.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
 
 try:
     nmtconfig.check_no_aliases(config)
@@ -32,7 +32,7 @@ wildcard_constraints:
     run=NAME,
     seed=r"\d+",
     side=r"src|tgt",
-    split=r"valid|test",
+    split=r"valid|test|test-official",
     tag=r"[A-Za-z0-9-]+",
     baseline=NAME,
     btag=r"[A-Za-z0-9-]+",
@@ -51,6 +51,12 @@ def datasets_of_kind(*kinds):
 def real_datasets():
     return [d for d, spec in config["datasets"].items()
             if spec["kind"] not in ("toyworld", "reversed")]
+
+
+def with_optional_splits(names, splits):
+    """Those of the datasets `names` that make exactly the optional `splits` (a rule per set
+    of splits declares their files)."""
+    return [d for d in names if optional_splits(d, config["datasets"]) == list(splits)]
 
 
 def datasets_either(names):

@@ -1,25 +1,32 @@
 # Data: generate (toy world) or download and prepare, then train the WordPiece vocabularies.
 
 
-rule toyworld:
-    output:
-        expand(
-            layout.PREPARED,
-            file=[f"{split}.{side}" for split in SPLITS + ["mono"] for side in ("src", "tgt")],
-            allow_missing=True,
-        ),
-    params:
-        out=lambda w: layout.PREPARED_DIR.format(dataset=w.dataset),
-        world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
-    conda:
-        "../envs/models.yaml"
-    log:
-        "logs/data/{dataset}/toyworld.log",
-    wildcard_constraints:
-        dataset=datasets_either(datasets_of_kind("toyworld")),
-    shell:
-        "python -m nmtbench toyworld --out {params.out:q} "
-        "--world {params.world:q} > {log:q} 2>&1"
+# One rule per set of optional splits its datasets make (`toyworld`, `toyworld_test_official`):
+# a rule declares every file it writes.
+for optional in ([], *([split] for split in OPTIONAL_SPLITS)):
+
+    rule:
+        name:
+            "_".join(["toyworld", *optional]).replace("-", "_")
+        output:
+            expand(
+                layout.PREPARED,
+                file=[f"{split}.{side}" for split in SPLITS + optional + ["mono"]
+                      for side in ("src", "tgt")],
+                allow_missing=True,
+            ),
+        params:
+            out=lambda w: layout.PREPARED_DIR.format(dataset=w.dataset),
+            world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
+        conda:
+            "../envs/models.yaml"
+        log:
+            "logs/data/{dataset}/toyworld.log",
+        wildcard_constraints:
+            dataset=datasets_either(with_optional_splits(datasets_of_kind("toyworld"), optional)),
+        shell:
+            "python -m nmtbench toyworld --out {params.out:q} "
+            "--world {params.world:q} > {log:q} 2>&1"
 
 
 # One download rule per source (download_statmt, download_multi30k, ...): a file is fetched
@@ -46,34 +53,38 @@ for source in config.get("sources", {}):
             "--out {output:q} > {log:q} 2>&1"
 
 
-rule prepare:
-    input:
-        prepare_inputs,
-    output:
-        expand(
-            layout.PREPARED,
-            file=[f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")],
-            allow_missing=True,
-        ),
-        manifest=layout.fill(layout.PREPARED, file="manifest.json"),
-    params:
-        spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
-        downloads=DOWNLOADS_DIR,
-        out=lambda w, output: os.path.dirname(output.manifest),
-    conda:
-        "../envs/text.yaml"
-    log:
-        "logs/data/{dataset}/prepare.log",
-    wildcard_constraints:
-        dataset=datasets_either(real_datasets()),
-    threads: resource("prepare", "threads")
-    resources:
-        mem_mb=resource("prepare", "mem_mb"),
-        runtime=resource("prepare", "runtime"),
-    shell:
-        "python -m nmtbench prepare --dataset {wildcards.dataset:q} --spec {params.spec:q} "
-        "--downloads {params.downloads:q} --out {params.out:q} --workers {threads:q} "
-        "> {log:q} 2>&1"
+for optional in ([], *([split] for split in OPTIONAL_SPLITS)):
+
+    rule:
+        name:
+            "_".join(["prepare", *optional]).replace("-", "_")
+        input:
+            prepare_inputs,
+        output:
+            expand(
+                layout.PREPARED,
+                file=[f"{split}.{side}" for split in SPLITS + optional for side in ("src", "tgt")],
+                allow_missing=True,
+            ),
+            manifest=layout.fill(layout.PREPARED, file="manifest.json"),
+        params:
+            spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
+            downloads=DOWNLOADS_DIR,
+            out=lambda w, output: os.path.dirname(output.manifest),
+        conda:
+            "../envs/text.yaml"
+        log:
+            "logs/data/{dataset}/prepare.log",
+        wildcard_constraints:
+            dataset=datasets_either(with_optional_splits(real_datasets(), optional)),
+        threads: resource("prepare", "threads")
+        resources:
+            mem_mb=resource("prepare", "mem_mb"),
+            runtime=resource("prepare", "runtime"),
+        shell:
+            "python -m nmtbench prepare --dataset {wildcards.dataset:q} --spec {params.spec:q} "
+            "--downloads {params.downloads:q} --out {params.out:q} --workers {threads:q} "
+            "> {log:q} 2>&1"
 
 
 # A reversed dataset (e.g. the reverse direction of a toy world, for back-translation) is its
@@ -89,7 +100,7 @@ rule reverse_dataset:
         "logs/data/{dataset}/reverse.{part}.{side}.log",
     wildcard_constraints:
         dataset=datasets_either(datasets_of_kind("reversed")),
-        part="train|valid|test|mono",
+        part="train|valid|test|test-official|mono",
     shell:
         "cp {input:q} {output:q} 2> {log:q}"
 

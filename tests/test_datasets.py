@@ -148,6 +148,9 @@ def test_each_release_is_normalised_as_its_paper_did(prepared):
     giga = data / "gigaword" / "prepared"
     valid, test = set(read(giga / "valid.src")), set(read(giga / "test.src"))
     assert len(valid) == len(test) == 5000 and not valid & test  # disjoint samples of dev
+    # the official test set (org_data/test.*): Table 5's split of its own
+    assert read(giga / "test-official.src") == [f"article {i} about # things" for i in range(5)]
+    assert read(giga / "test-official.tgt") == [f"headline {i}" for i in range(5)]
     assert read(data / "multi30k-de-en" / "prepared" / "test.src")[0] == \
         "Das haus ist klein und der garten , 400 ."  # Moses-tokenized, case kept
 

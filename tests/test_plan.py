@@ -654,6 +654,23 @@ def test_features_from_loads_another_seeds_run_which_the_dag_trains_first():
         "results/runs/toy/transformer-tiny/seed1002/train_summary.json")
 
 
+def test_gigaword_tables_read_their_own_splits_and_a_dataset_without_one_is_an_error():
+    """Table 4 reads C-MLM's dev and test-dev samples (valid, test), Table 5 the official test
+    set (test-official), which toy-sum makes as a third sample; a dataset that makes none is a
+    config error naming the table and column."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["tables"] = ["bertkd2020.table4", "bertkd2020.table5"]
+    targets = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml").targets()
+    student = "results/runs/toy-sum/bertkd-kd-gigaword/seed1/metrics.{}.beam4-lp0p6-gnmt-best.json"
+    assert {student.format(split) for split in ("valid", "test", "test-official")} <= set(targets)
+    cfg["dataset_map"]["gigaword"] = "toy"  # a toy world without test_official_pairs
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert str(err.value) == (
+        "bertkd2020.table5 column 'r1': dataset 'toy' makes no split 'test-official' (a toy "
+        "world makes it with world.test_official_pairs; a real dataset, where its recipe has it)")
+
+
 def test_a_cycle_through_features_from_is_one_line():
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["experiments"] = {

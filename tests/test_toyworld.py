@@ -50,6 +50,21 @@ def test_split_sizes_and_no_overlap(tmp_path):
     assert not set(lines["valid.src"]) & set(lines["train.src"])
 
 
+def test_a_second_test_set_is_disjoint_and_leaves_the_other_splits_as_they_were(tmp_path):
+    sizes = dict(train_pairs=300, valid_pairs=40, test_pairs=40, mono_sentences=20)
+    counts = generate(tmp_path / "with", WorldConfig(), **sizes, test_official_pairs=30)
+    generate(tmp_path / "without", WorldConfig(), **sizes)
+    assert counts["test-official"] == 30
+    read = {name: set((tmp_path / "with" / f"{name}.src").read_text().splitlines())
+            for name in ("train", "valid", "test", "test-official")}
+    assert len(read["test-official"]) == 30
+    assert not read["test-official"] & (read["train"] | read["valid"] | read["test"])
+    for name in ("train.src", "valid.tgt", "test.src", "mono.tgt"):
+        assert ((tmp_path / "with" / name).read_text()
+                == (tmp_path / "without" / name).read_text())
+    assert not (tmp_path / "without" / "test-official.src").exists()
+
+
 def test_lexicon_has_500_distinct_content_word_pairs(world):
     lexicon = world.lexicon
     assert lexicon.size >= 500

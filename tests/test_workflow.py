@@ -90,6 +90,8 @@ def test_toy_berts_are_pretrained_in_the_dag_and_loaded_by_the_bert_runs(finishe
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} "))
         assert f"{100 * summary['heldout']['accuracy']:.1f}%" in row
         assert re.search(r"\| masked LM 30%: 50/10/40 +\|", row)  # the toy BERTs' objective
+        settings = summary["settings"]  # its learning rate and dropout, as it trained them
+        assert re.search(rf"\| {settings['lr']:g} +\| {settings['dropout']:g} +\|", row)
     for experiment, label in (("bert-init-500", "BERT-initialised encoder, 500 pairs"),
                               ("bert-frozen-500", "Frozen BERT encoder, 500 pairs")):
         run, tag = run_dir(finished, experiment)
