@@ -38,7 +38,9 @@ def rule_envs() -> dict[str, tuple[str, str | None]]:
         for name, body in zip(blocks[1::2], blocks[2::2], strict=True):
             env = re.search(r'conda:\s*"\.\./envs/(\w+)\.yaml"', body)
             command = re.search(r"nmtbench (\w+)", body)
-            found[name or "download"] = (env and env.group(1), command and command.group(1))
+            # a rule made in a loop (a download rule per source, a toyworld or prepare rule per
+            # set of optional splits) goes by the command it runs
+            found[name or command.group(1)] = (env and env.group(1), command and command.group(1))
     return found
 
 
