@@ -40,10 +40,11 @@ Details the excerpt of the paper leaves to us, and what we chose:
   side's role (`src_bert` for the encoder, `tgt_bert` for the decoder) is then a GPT-2 and
   must read that side's vocabulary, as every pre-trained model here does; it reads the same
   [CLS] x [SEP] / [CLS] y [SEP] as a BERT, and its state at a token has seen that token's
-  left context only (for the decoder exactly what the student has seen). The public `gpt2`'s
-  byte-level BPE has no [PAD], [CLS] or [SEP], so it cannot be a side's vocabulary
-  (`nmtbench.tokenization.vocab_of`): those cells say "not implemented" on real data, and
-  the toy world's GPT-2 of each side (pre-trained in the DAG in its WordPiece) stands in.
+  left context only (for the decoder exactly what the student has seen). The public `gpt2`
+  reads its byte-level BPE with `<|endoftext|>` at both ends (`nmtbench.tokenization`); the
+  [PAD] and [MASK] that vocabulary gains after its own ids give the teacher two embedding
+  rows more, zero, which nothing reads (padding is masked, no teacher input holds [MASK]).
+  On the toy world the GPT-2 of each side, pre-trained in the DAG in its WordPiece, stands in.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ from nmtbench.method import (
     mark_pretrained,
 )
 from nmtbench.pretrained import check_vocab, load_model, model_config
+from nmtbench.tokenization import ADDED_TOKENS
 
 TEACHERS = ("bert", "gpt2")
 
@@ -231,11 +233,12 @@ class CTNMT(Method):
             check_vocab(src_vocab.size, bert, "source")
         if s.distillation:  # frozen: reloaded from the checkpoint directory
             decoder_side = s.distill_side == "decoder"
+            side_vocab = tgt_vocab if decoder_side else src_vocab
             teacher = mark_pretrained(_load_teacher(
                 (pretrained or {}).get("tgt_bert", s.tgt_bert) if decoder_side else source,
-                s.distill_teacher, "tgt_bert" if decoder_side else "src_bert", weights))
-            check_vocab((tgt_vocab if decoder_side else src_vocab).size, teacher,
-                        "target" if decoder_side else "source")
+                s.distill_teacher, "tgt_bert" if decoder_side else "src_bert", weights,
+                side_vocab.size))
+            check_vocab(side_vocab.size, teacher, "target" if decoder_side else "source")
             teacher.requires_grad_(False)
         src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
                                                                              arch.d_model)
@@ -249,15 +252,24 @@ class CTNMT(Method):
         return cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, teacher)
 
 
-def _load_teacher(name: str, kind: str, role: str, weights: bool) -> nn.Module:
-    """The frozen teacher's base model, which must be of the kind `distill_teacher` names."""
+def _load_teacher(name: str, kind: str, role: str, weights: bool, vocab_size: int
+                  ) -> nn.Module:
+    """The frozen teacher's base model, which must be of the kind `distill_teacher` names;
+    its embeddings grow by zero rows for the tokens its vocabulary gained in loading
+    (`ADDED_TOKENS`)."""
     model_type = model_config(name).model_type
     if model_type != kind:
         raise InputError(f"ctnmt distill_teacher {kind!r}, but {role} {name!r} is a "
                          f"{model_type} checkpoint")
     # a BERT loaded as a base model would add a pooler that distillation never reads
     extra = {"add_pooling_layer": False} if model_type == "bert" else {}
-    return load_model(name, weights=weights, **extra)
+    model = load_model(name, weights=weights, **extra)
+    own = model.config.vocab_size
+    if own < vocab_size <= own + len(ADDED_TOKENS):
+        model.resize_token_embeddings(vocab_size, mean_resizing=False)
+        with torch.no_grad():
+            model.get_input_embeddings().weight[own:] = 0.0
+    return model
 
 
 def _check(s: CTNMTSettings) -> None:

@@ -67,7 +67,8 @@ def _search(model: Autoregressive, src: torch.Tensor, K: int, bos: int, eos: int
     scores = torch.full((B, K), float("-inf"), device=device)  # (n, K) cumulative log-probs
     scores[:, 0] = 0.0  # one start hypothesis per sentence, so the first step has no duplicates
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
-    never = torch.tensor([pad, bos], device=device)  # ids never generated
+    # ids never generated (GPT-2's <|endoftext|> is BOS and EOS: generated, it ends)
+    never = torch.tensor([pad] + [bos] * (bos != eos), device=device)
 
     for step in range(max(max_lens) + 1):
         n = len(active)

@@ -44,12 +44,9 @@ NOT_TRAINING = {"description", "decode"}
 # Setting values the papers use that no code serves yet (None: any value but false/null): an
 # experiment using one is not implemented. `back_translation: true`: trained with a published
 # back-translated corpus, e.g. Caswell et al.'s 24M WMT14 pairs (back-translating in the DAG is
-# `bt_sentences`); the public GPT-2 as a side's checkpoint (CTNMT's teacher: its byte-level BPE
-# has no [PAD]/[CLS]/[SEP], so it cannot be the side's vocabulary; methods/ctnmt.py).
+# `bt_sentences`).
 SETTINGS_NOT_BUILT: dict[str, set[Any] | None] = {
     "back_translation": None,
-    "src_bert": {"gpt2"},
-    "tgt_bert": {"gpt2"},
     # deep fusion's GPT (Table 5): the authors' own, pre-trained on 216M WMT sentences
     "decoder_init": {"gpt"},
 }

@@ -1,8 +1,13 @@
-"""WordPiece vocabularies in Hugging Face format.
+"""Vocabularies in Hugging Face format.
 
 The toy world trains its own BERT-style WordPiece vocabularies and saves them with
 `save_pretrained`, so they load with `AutoTokenizer.from_pretrained(dir)`: the same call that
 loads a real BERT checkpoint's vocabulary. Everything downstream sees only that interface.
+
+A checkpoint's byte-level BPE (the public GPT-2's) has one special token, `<|endoftext|>`, which
+GPT-2 reads between documents. Loaded here it marks both ends of a sentence (BOS and EOS: the
+[CLS] and [SEP] of a BERT's `[CLS] x [SEP]`), and `[PAD]` and `[MASK]` follow its vocabulary
+(`ADDED_TOKENS`), so it can be a side's vocabulary like any BERT's.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ if TYPE_CHECKING:  # imported where used: planning the DAG does not load transfo
     from transformers import PreTrainedTokenizerBase
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# The roles a vocabulary without them gains after its own ids, in this order
+ADDED_TOKENS = {"pad_token": "[PAD]", "mask_token": "[MASK]"}
 
 
 def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: int,
@@ -48,13 +55,35 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
 
 
 def load_tokenizer(name_or_dir: str | Path) -> PreTrainedTokenizerBase:
-    """Load a tokenizer from a hub name or a local directory."""
+    """Load a tokenizer from a hub name or a local directory; one with a BOS and an EOS but no
+    [CLS] or [SEP] (GPT-2's) reads sentences between them and gains [PAD] and [MASK]."""
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(name_or_dir))
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_dir))
     except (OSError, ValueError) as err:
         raise InputError(f"cannot load tokenizer {str(name_or_dir)!r}: {one_line(err)}") from None
+    if tokenizer.cls_token is None and tokenizer.sep_token is None:
+        _mark_sentences(tokenizer)
+    return tokenizer
+
+
+def _mark_sentences(tokenizer: PreTrainedTokenizerBase) -> None:
+    """BOS and EOS as [CLS] and [SEP], added to every encoding as a BERT's are; the missing
+    roles of `ADDED_TOKENS` appended to the vocabulary. Without a BOS, an EOS or a fast
+    (Rust) tokenizer nothing changes, and `vocab_of` names the missing role."""
+    from tokenizers.processors import TemplateProcessing
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if tokenizer.bos_token is None or tokenizer.eos_token is None or backend is None:
+        return
+    tokenizer.cls_token, tokenizer.sep_token = tokenizer.bos_token, tokenizer.eos_token
+    tokenizer.add_special_tokens({role: token for role, token in ADDED_TOKENS.items()
+                                  if getattr(tokenizer, role) is None})
+    bos, eos = tokenizer.bos_token, tokenizer.eos_token
+    backend.post_processor = TemplateProcessing(
+        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} $B {eos}",
+        special_tokens=[(t, tokenizer.convert_tokens_to_ids(t)) for t in dict.fromkeys((bos, eos))])
 
 
 def vocab_of(tokenizer: PreTrainedTokenizerBase) -> Vocab:
@@ -80,11 +109,17 @@ def encode_sources(tokenizer: PreTrainedTokenizerBase, lines: list[str],
 
 
 def decode(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> str:
-    """Word-level text: WordPiece continuations joined, other tokens separated by one space.
+    """Word-level text: WordPiece continuations joined, other tokens separated by one space;
+    byte-level BPE (GPT-2's) back to its exact text.
 
     Done on the token strings because the saved BERT decoders also "clean up" spaces before
     punctuation, which would break tokenized BLEU against Moses-tokenized references.
     """
+    from tokenizers import decoders
+
     special = set(tokenizer.all_special_ids)
     tokens = tokenizer.convert_ids_to_tokens([i for i in ids if i not in special])
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    if isinstance(decoder, decoders.ByteLevel):
+        return decoder.decode(tokens).strip()
     return " ".join(tokens).replace(" ##", "")

@@ -4,9 +4,11 @@ asymptotic distillation."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
-from tiny_checkpoints import BERT_VOCAB, save_tiny_bert, save_tiny_gpt2
+from tiny_checkpoints import BERT_VOCAB, save_byte_level_gpt2, save_tiny_bert, save_tiny_gpt2
 
 from methods import get_method
 from methods.ctnmt import slanted_triangle
@@ -219,13 +221,12 @@ def test_bad_settings_are_one_line(bert, settings, message):
         ctnmt(bert, **settings)
 
 
-def test_gpt2_rows_run_on_the_toy_world_and_say_not_implemented_on_real_data():
-    """Table 2's GPT-2 teachers: the public `gpt2` cannot be a side's vocabulary, so on
-    WMT14 the cells are not implemented; the toy world's GPT-2 of each side stands in."""
+def test_gpt2_rows_run_with_the_public_gpt2_and_on_the_toy_world():
+    """Table 2's GPT-2 teachers: on WMT14 the public `gpt2` (its byte-level BPE the side's
+    vocabulary); on the toy world the GPT-2 pre-trained on each side stands in."""
     from pathlib import Path
 
     from nmtbench import config as nmtconfig
-    from nmtbench.plan import NOT_IMPLEMENTED
 
     root = Path(__file__).resolve().parents[1]
     files = [root / "config" / "config.yaml"]
@@ -233,9 +234,48 @@ def test_gpt2_rows_run_on_the_toy_world_and_say_not_implemented_on_real_data():
                           root / "papers")
     paper = nmtconfig.check(nmtconfig.load_config([*files, root / "config" / "paper.yaml"]),
                             root / "config" / "schema.yaml", root / "papers")
-    for experiment, role, teacher in (("ctnmt-distill-gpt2-encoder", "src_bert", "toy-gpt2-src"),
-                                      ("ctnmt-distill-gpt2-decoder", "tgt_bert", "toy-gpt2-tgt")):
-        assert paper.status(experiment, "wmt14-en-de") == NOT_IMPLEMENTED
+    for experiment, role, side in (("ctnmt-distill-gpt2-encoder", "src_bert", "src"),
+                                   ("ctnmt-distill-gpt2-decoder", "tgt_bert", "tgt")):
+        assert paper.status(experiment, "wmt14-en-de") == "ok"
+        assert paper.checkpoints("wmt14-en-de", experiment)[role] == "gpt2"
+        assert paper.vocabulary("wmt14-en-de", experiment, side) == ("gpt2", side)
         assert toy.status(experiment, "toy") == "ok"
-        assert toy.checkpoints("toy", experiment)[role] == teacher
+        assert toy.checkpoints("toy", experiment)[role] == f"toy-gpt2-{side}"
     assert toy.config["pretraining"]["toy-gpt2-src"]["model"] == "gpt2"
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_a_byte_level_gpt2_teaches_through_training_and_decoding(side, bert, toy_dir,
+                                                                 toy_paths, tmp_path):
+    """A checkpoint shaped like the public `gpt2` (byte-level BPE, <|endoftext|> its one
+    special token) is the distilled side's teacher and vocabulary: the run trains, its teacher
+    has two zero rows more ([PAD], [MASK]) and its translations are text. (Into the decoder,
+    `src_bert` names the source side's BERT, which distillation alone never loads.)"""
+    from nmtbench.decode_settings import DecodeSettings
+    from nmtbench.trainer import Trainer
+    from nmtbench.translate import load_run_model, translate_file
+
+    short = "src" if side == "encoder" else "tgt"
+    teacher = tmp_path / "gpt2"
+    lines = (toy_dir / f"mono.{short}").read_text().splitlines()[:500]
+    own = save_byte_level_gpt2(teacher, lines, seed=4).config.vocab_size
+    role = "src_bert" if side == "encoder" else "tgt_bert"
+    run = tmp_path / "run"
+    Trainer(run, {"method": "ctnmt", **SMALL, "max_positions": 256, "src_bert": bert,
+                  "distillation": True, "distill_teacher": "gpt2",
+                  "distill_side": side, role: str(teacher), "max_tokens": 800, "lr": 0.003,
+                  "warmup_updates": 5, "max_epochs": 1, "log_interval": 1, "seed": 3},
+            {**toy_paths, f"{short}_tokenizer": str(teacher),
+             "pretrained": {role: str(teacher)}}, device="cpu").run()
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    steps = [r for r in log if r["event"] == "train"]
+    assert steps and all(r["distill_mse"] > 0 for r in steps)
+    model = load_run_model(run)[0]
+    rows = model.teacher.get_input_embeddings().weight
+    assert rows.shape[0] == own + 2 and not rows[own:].any()
+    out = tmp_path / "hyp.txt"
+    translate_file(run, toy_dir / "test.src", out, DecodeSettings(beam=2), device="cpu",
+                   max_lines=8)
+    hyps = out.read_text().splitlines()
+    assert len(hyps) == 8 and any(hyps)
+    assert not any("Ġ" in h or "<|endoftext|>" in h or "[PAD]" in h for h in hyps)

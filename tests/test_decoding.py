@@ -97,6 +97,13 @@ def test_length_penalty_chooses_between_short_and_long() -> None:
     assert search([[11]], beam=2, lenpen=1.25, lenpen_form="gnmt") == [[B, B, B]]
 
 
+def test_a_bos_that_is_also_the_eos_ends_the_hypothesis() -> None:
+    """GPT-2's <|endoftext|> starts the target and ends it: BOS is never generated, except
+    when it is the EOS."""
+    assert beam_search(TableModel(), torch.tensor([[10]]), beam=2, bos=EOS, eos=EOS,
+                       pad=PAD) == [[B]]
+
+
 def test_batch_gives_each_sentence_its_own_answer() -> None:
     model = TableModel()
     src = torch.tensor([[10, PAD], [11, PAD]])

@@ -1,6 +1,8 @@
-"""WordPiece vocabularies round-trip through the Hugging Face save/load contract."""
+"""Vocabularies (WordPiece; byte-level BPE, as GPT-2's) round-trip through the Hugging Face
+save/load contract."""
 
 import pytest
+from tiny_checkpoints import save_byte_level_gpt2
 from transformers import AutoTokenizer
 
 from nmtbench.errors import InputError
@@ -52,3 +54,38 @@ def test_an_empty_corpus_trains_no_vocabulary(tmp_path):
     with pytest.raises(InputError, match=f"^{empty}: no text to train a vocabulary on$"):
         train_wordpiece([empty], tmp_path / "tok", 50)
     assert not (tmp_path / "tok").exists()
+
+
+@pytest.fixture(scope="module")
+def byte_level(toy_dir, tmp_path_factory):
+    """A GPT-2-style checkpoint directory: byte-level BPE whose one special is <|endoftext|>."""
+    out = tmp_path_factory.mktemp("gpt2") / "gpt2"
+    save_byte_level_gpt2(out, (toy_dir / "mono.src").read_text().splitlines()[:300])
+    return out
+
+
+def test_a_byte_level_vocabulary_reads_sentences_between_endoftext(byte_level, toy_dir):
+    """GPT-2's <|endoftext|> is BOS and EOS; [PAD] and [MASK] come after its own ids, so the
+    model's embeddings keep every row they had."""
+    from nmtbench.tokenization import encode_sources, load_tokenizer
+
+    plain = AutoTokenizer.from_pretrained(str(byte_level))
+    tok = load_tokenizer(byte_level)
+    vocab = vocab_of(tok)
+    eot = plain.convert_tokens_to_ids("<|endoftext|>")
+    assert vocab.bos == vocab.eos == vocab.unk == eot
+    assert (vocab.pad, vocab.mask, vocab.size) == (len(plain), len(plain) + 1, len(plain) + 2)
+    line = (toy_dir / "test.src").read_text().splitlines()[0]
+    words = plain(line)["input_ids"]
+    assert encode_sources(tok, [line], bos=True) == [[eot, *words, eot]]
+    assert encode_sources(tok, [line], bos=False) == [[*words, eot]]
+
+
+def test_byte_level_decoding_restores_every_test_sentence(byte_level, toy_dir):
+    from nmtbench.tokenization import load_tokenizer
+
+    tok = load_tokenizer(byte_level)
+    lines = (toy_dir / "test.src").read_text().splitlines()
+    assert all(decode(tok, tok(line)["input_ids"] + [tok.pad_token_id]) == line
+               for line in lines)
+    assert any(piece.startswith("Ġ") for piece in tok.tokenize(lines[0]))

@@ -340,6 +340,9 @@ def test_paper_config_plans_every_table_on_the_real_datasets(tmp_path):
     # the papers' BERTs are snapshotted from the hub once, and the BERT methods train on them
     assert "data/pretrained/bert-base-uncased/config.json" in out
     assert "dataset=iwslt14-en-de, run=bertfused-bert-init-encoder, seed=1" in out
+    # CTNMT Table 2's teacher is the public GPT-2, in its own byte-level BPE
+    assert "data/pretrained/gpt2/config.json" in out
+    assert "dataset=wmt14-en-de, run=ctnmt-distill-gpt2-decoder, seed=1" in out
     # deep fusion's mBERT is trimmed to WMT14 En-De's pieces after its snapshot and the data
     trim = next(job for job in re.findall(r"rule trim:\n(.*?)\n\n", out, re.S)
                 if "output: data/pretrained/mbert-wmt14-en-de/config.json" in job)

@@ -33,6 +33,29 @@ def save_tiny_gpt2(out: Path, seed: int = 0) -> torch.nn.Module:
                                            attn_pdrop=0.0)))
 
 
+def save_byte_level_gpt2(out: Path, lines: list[str], seed: int = 0) -> torch.nn.Module:
+    """Write a random tiny GPT2Model with a byte-level BPE trained on `lines` whose one
+    special token is <|endoftext|> (the last id), as the public `gpt2`'s."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2Model, GPT2TokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(lines, vocab_size=300, min_frequency=1, show_progress=False)
+    bpe.add_special_tokens(["<|endoftext|>"])
+    eot = "<|endoftext|>"
+    tokenizer = GPT2TokenizerFast(tokenizer_object=bpe, bos_token=eot, eos_token=eot,
+                                  unk_token=eot)
+    torch.manual_seed(seed)
+    model = GPT2Model(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2,
+                                 n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                 bos_token_id=len(tokenizer) - 1,
+                                 eos_token_id=len(tokenizer) - 1))
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(str(out))
+    return model
+
+
 def _save(out: Path, model: torch.nn.Module) -> torch.nn.Module:
     """The model and the tiny vocabulary's WordPiece tokenizer, in Hugging Face format."""
     out.mkdir(parents=True, exist_ok=True)
