@@ -29,7 +29,8 @@ the memory; the decoder adapter is post-norm with dropout `dropout` on its outpu
 per BERT head (the paper gives no head count). The authors' code also puts an FFN after each
 decoder cross-attention; the paper's equations and its 67M trained parameters (Table 1) have
 none, so neither do we. The frozen BERTs keep their dropout active in training (the authors'
-code trains them in train mode), and gradients flow through them to the adapters below.
+code trains them in train mode), and gradients flow through them to the adapters below;
+`bert_dropout` sets that dropout instead of the checkpoints' own (the toy world: 0).
 """
 
 from __future__ import annotations
@@ -181,6 +182,8 @@ class ABNetSettings(SizedSettings):
     adapter_dim: int = 2048
     encoder_adapter_layers: str | list[int] = "all"
     decoder_adapter_layers: str | list[int] = "all"
+    # the dropout inside both BERTs in training; None: each checkpoint's own (authors' code)
+    bert_dropout: float | None = None
 
 
 def _load_berts(settings: ABNetSettings, pretrained: Mapping[str, Any] | None,
@@ -208,9 +211,19 @@ def _load_berts(settings: ABNetSettings, pretrained: Mapping[str, Any] | None,
     for bert in berts:
         for p in bert.parameters():
             p.requires_grad_(not frozen)
+        if settings.bert_dropout is not None:
+            set_dropout(bert, settings.bert_dropout)
         if loaded:
             mark_pretrained(bert)
     return berts[0], berts[1] if len(berts) > 1 else None
+
+
+def set_dropout(bert: nn.Module, p: float) -> None:
+    """Every dropout of a BERT (hidden states and attention probabilities) at rate `p`."""
+    bert.config.hidden_dropout_prob = bert.config.attention_probs_dropout_prob = p
+    for module in bert.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
 
 
 class ABNet(Method):

@@ -276,6 +276,17 @@ def test_abnet_variants_train_what_they_should(berts):
         ABNet.build({"size": "tiny", "decoding": "at", **berts}, BERT_VOCAB, BERT_VOCAB, berts)
 
 
+def test_bert_dropout_replaces_the_checkpoints_own_in_both_berts(berts):
+    """Frozen BERTs run in train mode (the authors' code): with their own dropout (0.1 here)
+    two passes differ; `bert_dropout: 0` makes them one."""
+    ids = torch.tensor([[BERT_VOCAB.bos, 10, 11, BERT_VOCAB.eos]])
+    for bert_dropout, same in ((None, False), (0.0, True)):
+        model = abnet(berts, bert_dropout=bert_dropout).train()
+        for bert in (model.encoder.bert, model.decoder.mlm.bert):
+            a, b = (bert(input_ids=ids).last_hidden_state for _ in range(2))
+            assert torch.equal(a, b) == same
+
+
 # --- the paper's parameter counts (Table 1, WMT14 En-De) ------------------------------------
 
 @pytest.fixture(scope="module")
