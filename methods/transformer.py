@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, TooLong
 from nmtbench.losses import label_smoothed_nll
 from nmtbench.method import Batch, Losses, Method, MethodSettings, Model, Progress, Vocab
 
@@ -324,8 +324,7 @@ class Embedder(nn.Module):
         """ids (B, T) at positions start.. -> (B, T, D)."""
         end = start + ids.size(1)
         if end > self.max_positions:
-            raise ValueError(f"sequence of {end} positions exceeds max_positions "
-                             f"{self.max_positions}")
+            raise TooLong(end, self.max_positions)
         return self.drop(self.norm(self.scale * embed(ids) + self.positions[start:end]))
 
 

@@ -5,6 +5,14 @@ class InputError(Exception):
     """Bad input (config key, data file, checkpoint) described in one line naming what is wrong."""
 
 
+class TooLong(InputError):
+    """A sequence longer than a model's positions (`limit`); decoding names its line."""
+
+    def __init__(self, length: int, limit: int):
+        super().__init__(f"{length} positions, more than the model's {limit} (max_positions)")
+        self.limit = limit
+
+
 def schema_key(error) -> str:
     """The dotted key a jsonschema ValidationError is about ("(top level)" for the root)."""
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"

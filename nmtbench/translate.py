@@ -16,7 +16,7 @@ from nmtbench import checkpoints, provenance
 from nmtbench.decode_settings import DecodeSettings
 from nmtbench.decoding import beam_search
 from nmtbench.devices import hardware_name, resolve_device
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, TooLong
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Model
@@ -123,10 +123,12 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
 
 
 def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], *,
-                    progress: str | None = None, **settings: Any) -> list[str]:
+                    progress: str | None = None, source: str = "source",
+                    **settings: Any) -> list[str]:
     """Translate `lines` (same order), batching sentences of similar length: beam search
     (beam, lenpen, lenpen_form, max_len_a/b) or mask-predict (length_beam, iterations), as
-    the model decodes. `settings`: DecodeSettings fields, over its defaults."""
+    the model decodes. `settings`: DecodeSettings fields, over its defaults. A line longer
+    than the model's positions is an error naming it (`source`: where the lines are from)."""
     s = DecodeSettings.from_dict(settings)
     if model.decoding == "beam":
         def search(src: torch.Tensor) -> list[list[int]]:
@@ -152,8 +154,13 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
             src = torch.full((len(chunk), longest), src_tok.pad_token_id, dtype=torch.long)
             for row, i in enumerate(chunk):
                 src[row, : len(encoded[i])] = torch.tensor(encoded[i])
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda"):
-                outputs = search(src.to(dev))
+            try:
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+                    outputs = search(src.to(dev))
+            except TooLong as err:  # named: a line of the batch's longest
+                line = min(i for i in chunk if len(encoded[i]) == longest) + 1
+                raise InputError(f"{source}: line {line}: {longest} tokens, more than the "
+                                 f"model's {err.limit} positions (max_positions)") from None
             for i, ids in zip(chunk, outputs, strict=True):
                 hyps[i] = decode(tgt_tok, ids)
             bar.update(len(chunk))
@@ -180,7 +187,7 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
                                                 settings.average_last, device)
     start = time.perf_counter()
     hyps = translate_lines(model, src_tok, tgt_tok, lines, progress=f"decode {src_path}",
-                           **settings.as_dict())
+                           source=str(src_path), **settings.as_dict())
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
     return {"decoding": model.decoding, **search_settings(model, settings),

@@ -75,3 +75,20 @@ def test_scores_only_hypotheses_of_the_training_in_the_run(toy_paths, toy_dir, t
     with pytest.raises(InputError, match="decoded from another training"):
         score()
     assert not provenance.current(metrics, run)
+
+
+def test_a_source_longer_than_the_models_positions_is_one_line_naming_it(toy_paths, toy_dir,
+                                                                        tmp_path):
+    """Training drops pairs longer than max_positions (logged); decoding cannot drop a test
+    line, so it names the line instead of failing deep in the model."""
+    run = tmp_path / "run"
+    Trainer(run, {**CFG, "max_positions": 24}, toy_paths, device="cpu").run()
+    lines = (toy_dir / "test.src").read_text().splitlines()
+    src = tmp_path / "test.src"
+    src.write_text("\n".join([lines[0], " ".join(lines[:4]), lines[1]]) + "\n")
+    with pytest.raises(InputError) as err:
+        translate_file(run, src, tmp_path / "hyp.txt", DecodeSettings(beam=2), device="cpu")
+    message = str(err.value)
+    assert message.startswith(f"{src}: line 2: ") and "more than the model's 24 positions" \
+        in message and "\n" not in message
+    assert not (tmp_path / "hyp.txt").exists()
