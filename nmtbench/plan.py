@@ -36,6 +36,7 @@ from nmtbench.method_registry import MethodInfo
 from nmtbench.metric_registry import METRICS
 from nmtbench.papers import Catalogue, Claim, Column, Figure, Table
 from nmtbench.recipes import OPTIONAL_SPLITS, optional_splits
+from nmtbench.toyworld import size_key
 
 EXTERNAL = "external"
 NOT_IMPLEMENTED = "not implemented"
@@ -511,7 +512,7 @@ class Plan:
         if split in OPTIONAL_SPLITS and split not in optional_splits(dataset,
                                                                      self.config["datasets"]):
             raise InputError(f"{where}: dataset {dataset!r} makes no split {split!r} (a toy "
-                             f"world makes it with world.{split.replace('-', '_')}_pairs; a real "
+                             f"world makes it with world.{size_key(split)}; a real "
                              "dataset, where its recipe has it)")
 
     def targets(self) -> list[str]:

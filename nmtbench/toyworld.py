@@ -338,6 +338,11 @@ class ToyWorld:
 SPLITS = ("train", "valid", "test", "mono")
 
 
+def size_key(split: str) -> str:
+    """The world's setting that sizes `split` (test-official: test_official_pairs)."""
+    return f"{split.replace('-', '_')}_pairs"
+
+
 def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pairs: int,
              test_pairs: int, mono_sentences: int, test_official_pairs: int = 0
              ) -> dict[str, int]:
@@ -367,7 +372,7 @@ def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pair
             if src in seen:
                 repeats += 1
                 if repeats == MAX_FAILED_DRAWS:
-                    raise InputError(f"key '{split.replace('-', '_')}_pairs': the world makes "
+                    raise InputError(f"key '{size_key(split)}': the world makes "
                                      f"too few distinct sentences for {n} {split} pairs "
                                      f"({len(seen)} distinct ones drawn so far); give it more "
                                      "words or ask for fewer pairs")

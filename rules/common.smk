@@ -53,6 +53,11 @@ def real_datasets():
             if spec["kind"] not in ("toyworld", "reversed")]
 
 
+# Every set of optional splits a dataset may make (none, or one of them); rules/data.smk has a
+# generating rule per set
+OPTIONAL_SPLIT_SETS = [[], *([split] for split in OPTIONAL_SPLITS)]
+
+
 def with_optional_splits(names, splits):
     """Those of the datasets `names` that make exactly the optional `splits` (a rule per set
     of splits declares their files)."""

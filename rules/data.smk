@@ -3,7 +3,7 @@
 
 # One rule per set of optional splits its datasets make (`toyworld`, `toyworld_test_official`):
 # a rule declares every file it writes.
-for optional in ([], *([split] for split in OPTIONAL_SPLITS)):
+for optional in OPTIONAL_SPLIT_SETS:
 
     rule:
         name:
@@ -53,7 +53,7 @@ for source in config.get("sources", {}):
             "--out {output:q} > {log:q} 2>&1"
 
 
-for optional in ([], *([split] for split in OPTIONAL_SPLITS)):
+for optional in OPTIONAL_SPLIT_SETS:
 
     rule:
         name:
