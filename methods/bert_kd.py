@@ -50,8 +50,10 @@ from nmtbench.method import (
     Method,
     MethodSettings,
     Model,
+    ParamGroup,
     Progress,
     Vocab,
+    bert_decay_groups,
     mark_pretrained,
 )
 from nmtbench.pretrained import check_vocab, load_model
@@ -124,6 +126,10 @@ class CMLMTeacher(Model):
             mask = mask[:, None].to(self.bert.dtype).log()  # additive 4-D mask: 0 or -inf
         out = self.bert(input_ids=ids, token_type_ids=segments, attention_mask=mask).logits
         return out.gather(1, where[..., None].expand(-1, -1, out.size(-1)))
+
+    def param_groups(self) -> list[ParamGroup]:
+        """Fine-tuned as BERT is: no weight decay on biases and LayerNorm gains."""
+        return bert_decay_groups(self.trainable_parameters())
 
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
         tgt, v = batch.tgt_out, self.tgt_vocab

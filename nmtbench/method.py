@@ -18,7 +18,7 @@ works for every method without it knowing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -84,6 +84,14 @@ class ParamGroup:
     params: list[nn.Parameter]
     lr_scale: Callable[[Progress], float] = constant
     weight_decay: float | None = None
+
+
+def bert_decay_groups(params: Iterable[nn.Parameter]) -> list[ParamGroup]:
+    """BERT's weight-decay split (Devlin et al.; the Hugging Face fine-tuning scripts): matrices
+    decay at the trainer's rate, biases and LayerNorm gains (every 1-D parameter) not at all."""
+    params = list(params)
+    return [ParamGroup("matrices", [p for p in params if p.dim() > 1]),
+            ParamGroup("biases and norms", [p for p in params if p.dim() <= 1], weight_decay=0.0)]
 
 
 @dataclass

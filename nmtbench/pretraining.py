@@ -30,7 +30,7 @@ from tqdm import tqdm
 from nmtbench.data import token_batches
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
-from nmtbench.method import Vocab
+from nmtbench.method import Vocab, bert_decay_groups
 from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.tokenization import load_tokenizer, vocab_of
 
@@ -151,10 +151,9 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
     heldout = _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, str(corpus))
     model = build_model(cfg, tok)
     batcher = Batcher(cfg, tok)
-    decay = [p for n, p in model.named_parameters() if p.dim() > 1]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() <= 1]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    optimizer = torch.optim.AdamW(
+        [{"params": g.params, "weight_decay": cfg.weight_decay if g.weight_decay is None
+          else g.weight_decay} for g in bert_decay_groups(model.parameters())], lr=cfg.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
         (step + 1) / max(cfg.warmup_updates, 1),
         max(0.0, (cfg.max_updates - step) / max(cfg.max_updates - cfg.warmup_updates, 1))))

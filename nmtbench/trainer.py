@@ -110,7 +110,9 @@ class Trainer:
                 find_unused_parameters=True)  # e.g. a fine-tuned BERT's unused pooler
             torch.manual_seed(self.tc.seed + self.world.rank)  # each process its own dropout
         self.groups = self.model.param_groups()
-        self.optimizer = torch.optim.Adam(
+        # decoupled weight decay (Loshchilov & Hutter), as fairseq's Adam and BERT's optimiser
+        # apply it; with weight_decay 0 the same updates as torch's Adam
+        self.optimizer = torch.optim.AdamW(
             [{"params": g.params, "weight_decay": self.tc.weight_decay if g.weight_decay is None
               else g.weight_decay} for g in self.groups],
             lr=self.tc.lr, betas=self.tc.adam_betas, eps=self.tc.adam_eps)

@@ -102,6 +102,17 @@ def test_teacher_layers_keeps_the_first_layers(bert_dir):
         teacher(bert_dir, teacher_layers=3)
 
 
+def test_the_teacher_is_fine_tuned_without_decay_on_biases_and_layernorms(bert_dir):
+    """BERT's fine-tuning recipe: every matrix decays, no bias or LayerNorm gain does."""
+    model = teacher(bert_dir)
+    decayed, kept = model.param_groups()
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert kept.weight_decay == 0.0 and decayed.weight_decay is None  # None: the trainer's
+    assert {names[id(p)] for p in kept.params} == {
+        n for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n}
+    assert len(decayed.params) + len(kept.params) == len(list(model.parameters()))
+
+
 def test_copy_masks_mask_every_position_exactly_once():
     for n in (1, 3, 7, 8, 20):
         masks = soft_targets.copy_masks(n)

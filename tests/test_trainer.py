@@ -173,3 +173,25 @@ def test_accumulated_batches_weigh_by_target_tokens_like_one_big_batch(toy_paths
     for (name, p), q in zip(accumulated.model.named_parameters(), joined.model.parameters(),
                             strict=True):
         assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-7), name
+
+
+def test_weight_decay_is_decoupled_as_in_fairseq_and_bert(toy_paths, tmp_path):
+    """fairseq's Adam and BERT's optimiser decay weights apart from the gradient step (AdamW):
+    a row that gets no gradient shrinks by exactly (1 - lr * weight_decay) per update. Adam's
+    L2 form would instead push it towards 0 by about lr per update (Adam normalises the decay
+    term like a gradient), wiping out a pre-trained embedding's rarely seen rows."""
+    decay = 0.1
+    trainer = Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "weight_decay": decay},
+                      toy_paths, device="cpu")
+    table = dict(trainer.model.named_parameters())["encoder.embed.weight"]
+    before = table.detach().clone()
+    unseen = sorted(set(range(table.size(0))) - {t for s in trainer.train_data.src for t in s})
+    assert unseen, "the test needs source tokens the training data never holds"
+    trainer.run()
+    logged = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").open()]
+    factor = 1.0
+    for record in logged:
+        if record.get("event") == "train":
+            factor *= 1 - record["lr"] * decay
+    assert factor < 0.999  # the decay is large enough to see
+    torch.testing.assert_close(table.detach()[unseen], before[unseen] * factor)
