@@ -122,6 +122,18 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
                          "the run")
 
 
+def source_positions(model: Model) -> int | None:
+    """The longest source (in tokens, with its [CLS] and [SEP]) the pre-trained models in the
+    encoder read, which fail deep inside Hugging Face's code on a longer one (a BERT: 512);
+    None without one. The model's own position tables name a too-long line as they meet it
+    (TooLong, below)."""
+    limits = [module.config.max_position_embeddings
+              for module in getattr(model, "encoder", model).modules()
+              if isinstance(getattr(getattr(module, "config", None), "max_position_embeddings",
+                                    None), int)]
+    return min(limits, default=None)
+
+
 def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], *,
                     progress: str | None = None, source: str = "source",
                     **settings: Any) -> list[str]:
@@ -142,6 +154,11 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     else:
         raise InputError(f"method decodes with {model.decoding!r}, which is not available")
     encoded = encode_sources(src_tok, lines, model.source_bos)
+    limit = source_positions(model)
+    for number, ids in enumerate(encoded, 1):
+        if limit is not None and len(ids) > limit:
+            raise InputError(f"{source}: line {number}: {len(ids)} tokens, more than the "
+                             f"{limit} positions of the model's pre-trained encoder")
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     hyps: list[str] = [""] * len(lines)
     vocab = vocab_of(tgt_tok)

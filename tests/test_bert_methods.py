@@ -156,3 +156,18 @@ def test_embeddings_without_nmt_encoder_layers_still_project_the_bert_width(bert
     assert torch.isfinite(loss)
     memory = model.encoder(batch().src).memory
     assert memory.shape[-1] == SMALL["d_model"]
+
+
+def test_a_source_longer_than_the_berts_positions_is_one_line_naming_it(bert):
+    """The BERT (64 positions here, 512 for BERT-base) would fail inside Hugging Face's code;
+    decoding names the line first, before translating any."""
+    from nmtbench.tokenization import load_tokenizer
+    from nmtbench.translate import translate_lines
+
+    model = build("bert-frozen", bert).eval()
+    tok = load_tokenizer(bert[0])
+    words = " ".join(f"w{5 + i % 90}" for i in range(70))
+    with pytest.raises(InputError) as err:
+        translate_lines(model, tok, tok, ["w5 w6", words, "w7"], source="test.de")
+    assert str(err.value) == ("test.de: line 2: 72 tokens, more than the 64 positions of the "
+                              "model's pre-trained encoder")

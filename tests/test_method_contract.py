@@ -43,6 +43,7 @@ from nmtbench.method import (
     Progress,
     WarmStart,
 )
+from nmtbench.translate import source_positions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -445,6 +446,28 @@ def test_decoding_hooks(name, variant, tiny_berts):
             assert all(1 <= len(h) <= model.max_length for h in hyps)
     assert len(hyps) == 3
     assert all(t not in (v.pad, v.bos, v.eos) for h in hyps for t in h)
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_source_positions_is_the_longest_source_the_pretrained_encoder_reads(name, variant,
+                                                                             tiny_berts):
+    """Decoding refuses a source longer than a pre-trained encoder's positions by its line
+    number before it starts (translate.source_positions), where the BERT would fail inside
+    Hugging Face's code: a source of that many tokens encodes, one more fails."""
+    model = build(name, variant, tiny_berts).eval()
+    limit = source_positions(model)
+    if model.decoding == "none" or limit is None:  # never decoded, or no pre-trained encoder
+        return
+    v = BERT_VOCAB
+
+    def source(n: int) -> torch.Tensor:
+        bos = [v.bos] if model.source_bos else []
+        return torch.tensor([bos + [10] * (n - len(bos) - 1) + [v.eos]])
+
+    with torch.no_grad():
+        model.encode(source(limit))
+        with pytest.raises((IndexError, RuntimeError)):
+            model.encode(source(limit + 1))
 
 
 @pytest.mark.parametrize("name, variant", CASE_IDS)
