@@ -94,6 +94,15 @@ def bert_decay_groups(params: Iterable[nn.Parameter]) -> list[ParamGroup]:
             ParamGroup("biases and norms", [p for p in params if p.dim() <= 1], weight_decay=0.0)]
 
 
+def adamw(groups: list[ParamGroup], weight_decay: float, **settings: Any) -> torch.optim.AdamW:
+    """AdamW over `groups`, each at its own weight decay or else `weight_decay`: decoupled
+    decay (Loshchilov & Hutter), as fairseq's Adam and BERT's optimiser apply it; with decay 0
+    the same updates as torch's Adam."""
+    return torch.optim.AdamW(
+        [{"params": g.params, "weight_decay": weight_decay if g.weight_decay is None
+          else g.weight_decay} for g in groups], **settings)
+
+
 @dataclass
 class Losses:
     """What one forward pass gives the trainer.

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from nmtbench.data import token_batches
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
-from nmtbench.method import Vocab, bert_decay_groups
+from nmtbench.method import Vocab, adamw, bert_decay_groups
 from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.tokenization import load_tokenizer, vocab_of
 
@@ -151,9 +151,7 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
     heldout = _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, str(corpus))
     model = build_model(cfg, tok)
     batcher = Batcher(cfg, tok)
-    optimizer = torch.optim.AdamW(
-        [{"params": g.params, "weight_decay": cfg.weight_decay if g.weight_decay is None
-          else g.weight_decay} for g in bert_decay_groups(model.parameters())], lr=cfg.lr)
+    optimizer = adamw(bert_decay_groups(model.parameters()), cfg.weight_decay, lr=cfg.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
         (step + 1) / max(cfg.warmup_updates, 1),
         max(0.0, (cfg.max_updates - step) / max(cfg.max_updates - cfg.warmup_updates, 1))))

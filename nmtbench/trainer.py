@@ -43,7 +43,7 @@ from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
-from nmtbench.method import Model, Progress
+from nmtbench.method import Model, Progress, adamw
 from nmtbench.metrics import multi_bleu_perl
 from nmtbench.tokenization import load_tokenizer, vocab_of
 from nmtbench.train_config import TrainConfig, learning_rate, resumable
@@ -110,12 +110,8 @@ class Trainer:
                 find_unused_parameters=True)  # e.g. a fine-tuned BERT's unused pooler
             torch.manual_seed(self.tc.seed + self.world.rank)  # each process its own dropout
         self.groups = self.model.param_groups()
-        # decoupled weight decay (Loshchilov & Hutter), as fairseq's Adam and BERT's optimiser
-        # apply it; with weight_decay 0 the same updates as torch's Adam
-        self.optimizer = torch.optim.AdamW(
-            [{"params": g.params, "weight_decay": self.tc.weight_decay if g.weight_decay is None
-              else g.weight_decay} for g in self.groups],
-            lr=self.tc.lr, betas=self.tc.adam_betas, eps=self.tc.adam_eps)
+        self.optimizer = adamw(self.groups, self.tc.weight_decay, lr=self.tc.lr,
+                               betas=self.tc.adam_betas, eps=self.tc.adam_eps)
         self.per_update = self.world.size * self.tc.update_freq
         self.total_updates = self.tc.max_updates or self.tc.max_epochs * math.ceil(
             len(self._batches()) / self.per_update)
