@@ -176,9 +176,9 @@ class FixedWork(torch.nn.Module):
         self.steps += 1
         return lprobs
 
-    def predict(self, tokens, state):
+    def predict(self, tokens, state, positions=None):
         self.calls += 1
-        lprobs = self.model.predict(tokens, state).float()
+        lprobs = self.model.predict(tokens, state, positions).float()
         noise = -torch.log(-torch.log(torch.rand_like(lprobs).clamp_min(1e-9)))
         return torch.log_softmax(lprobs + noise, dim=-1)
 

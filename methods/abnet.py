@@ -158,15 +158,23 @@ class TargetBert(nn.Module):
                                           memory_dim, dropout, attention_dropout)
             for i in layers})
 
-    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
-        """tokens (B, T) -> logits (B, T, V) over the BERT's vocabulary."""
+    def states(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
+        """tokens (B, T) -> the last layer's states (B, T, D), which the MLM head reads."""
         h = self.mlm.bert.embeddings(input_ids=tokens)
         mask = (tokens != self.pad)[:, None, None, :]
         for i, layer in enumerate(self.mlm.bert.encoder.layer):
             h = layer(h, mask)
             if str(i) in self.adapters:
                 h = self.adapters[str(i)](h, encoded.memory, encoded.mask)
-        return self.mlm.cls(h)
+        return h
+
+    def project(self, states: torch.Tensor) -> torch.Tensor:
+        """The BERT's MLM head: states (..., D) -> logits (..., V)."""
+        return self.mlm.cls(states)
+
+    def forward(self, tokens: torch.Tensor, encoded: Encoded) -> torch.Tensor:
+        """tokens (B, T) -> logits (B, T, V) over the BERT's vocabulary."""
+        return self.project(self.states(tokens, encoded))
 
 
 @dataclass

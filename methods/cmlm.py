@@ -66,7 +66,8 @@ def sample_masks(content: torch.Tensor) -> torch.Tensor:
 class ConditionalMaskedLM(Model):
     """The CMLM objective and the `Parallel` hooks (mask-predict) over an encoder whose
     output carries a LENGTH state (`Encoded.length`, scored against `encoder.embed_lengths`)
-    and a decoder `decoder(tokens, encoded) -> logits` that sees every position."""
+    and a decoder that sees every position: `decoder(tokens, encoded) -> logits`, the same
+    as `decoder.project(decoder.states(tokens, encoded))`."""
 
     decoding = "mask_predict"
 
@@ -125,16 +126,20 @@ class ConditionalMaskedLM(Model):
                 **layers,
                 "length_lprobs": F.log_softmax(self._length_logits(encoded.length), dim=-1)}
 
-    def predict(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Log-probs (B, T, V) at every position of tokens (B, T) ([MASK] where unknown)."""
+    def predict(self, tokens: torch.Tensor, state: dict[str, torch.Tensor],
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Log-probs (B, T, V) at every position of tokens (B, T) ([MASK] where unknown), or
+        (M, V) at the `positions` (B, T) chosen: only their states reach the output layer."""
         context = {k.removeprefix("context."): v for k, v in state.items()
                    if k.startswith("context.")}
         encoded = Encoded(state["memory"], state["src_mask"][:, None, None, :], None,
                           context or None)
-        logits = (self.decoder(tokens, encoded, state)  # its layers' memory, from encode
+        states = (self.decoder.states(tokens, encoded, state)  # its layers' memory, from encode
                   if isinstance(self.decoder, TransformerDecoder)
-                  else self.decoder(tokens, encoded))
-        return F.log_softmax(logits.float(), dim=-1)
+                  else self.decoder.states(tokens, encoded))  # (B, T, D)
+        if positions is not None:
+            states = states[positions]  # (M, D)
+        return F.log_softmax(self.decoder.project(states).float(), dim=-1)
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
         return reorder(state, index)

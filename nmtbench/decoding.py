@@ -75,10 +75,12 @@ def _search(model: Autoregressive, src: torch.Tensor, K: int, bos: int, eos: int
         lprobs = model.decode_step(tokens, state).float()  # (n*K, V)
         V = lprobs.size(1)
         lprobs = lprobs.index_fill(1, never, float("-inf"))
-        at_max = torch.tensor([max_lens[b] <= step for b in active], device=device)  # (n,)
-        only_eos = torch.full_like(lprobs, float("-inf"))
-        only_eos[:, eos] = lprobs[:, eos]
-        lprobs = torch.where(at_max.repeat_interleave(K)[:, None], only_eos, lprobs)
+        at_max = [max_lens[b] <= step for b in active]
+        if any(at_max):  # those sentences may only end
+            only_eos = torch.full_like(lprobs, float("-inf"))
+            only_eos[:, eos] = lprobs[:, eos]
+            rows_at_max = torch.tensor(at_max, device=device).repeat_interleave(K)[:, None]
+            lprobs = torch.where(rows_at_max, only_eos, lprobs)
 
         cand = (scores.view(-1, 1) + lprobs).view(n, K * V)  # (n, K*V)
         top, idx = cand.topk(2 * K, dim=1)  # (n, 2K) best first

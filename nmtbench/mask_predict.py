@@ -15,7 +15,8 @@ Per source sentence:
 
 Choices of ours: length 0 is never proposed (a target has at least one token); a position is
 never filled with pad, BOS, EOS or MASK; only unfinished candidates are run through the model,
-so a batch costs as much as its slowest candidate, not T full passes.
+so a batch costs as much as its slowest candidate, not T full passes; and only the re-masked
+positions reach the output layer (its vocabulary-wide product is most of a toy model's pass).
 """
 
 from __future__ import annotations
@@ -74,14 +75,14 @@ def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, bos: int, eos: i
         before = tokens[rows].clone()
         tokens = tokens.masked_fill(remask, mask)
         rows_state = state if rows.numel() == N else model.reorder_state(state, rows)
-        lprobs = model.predict(tokens[rows], rows_state).float()
-        lprobs = lprobs.index_fill(2, never, float("-inf"))  # (R, T, V)
-        best_lprob, best = lprobs.max(dim=2)  # (R, T)
-        part = remask[rows]
-        tokens[rows] = torch.where(part, best, tokens[rows])
-        token_lprobs[rows] = torch.where(part, best_lprob, token_lprobs[rows])
+        part = remask[rows]  # (R, T)
+        lprobs = model.predict(tokens[rows], rows_state, positions=part).float()  # (M, V)
+        best_lprob, best = lprobs.index_fill(1, never, float("-inf")).max(dim=1)  # (M,)
+        new_tokens, new_lprobs = tokens[rows], token_lprobs[rows]
+        new_tokens[part], new_lprobs[part] = best, best_lprob
+        tokens[rows], token_lprobs[rows] = new_tokens, new_lprobs
         if t > 0:
-            done[rows] = (tokens[rows] == before).all(dim=1)
+            done[rows] = (new_tokens == before).all(dim=1)
 
     score = (token_lprobs * content).sum(1) / lengths  # (N,) average log-prob
     pick = score.view(B, K).argmax(dim=1)  # (B,)

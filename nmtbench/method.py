@@ -297,8 +297,11 @@ class Parallel(Protocol):
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         """Encode source ids (B, S)."""
 
-    def predict(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
-        """Log-probs (B, T, V) at every position of a partly masked target (B, T)."""
+    def predict(self, tokens: torch.Tensor, state: dict[str, Any],
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Log-probs (B, T, V) at every position of a partly masked target (B, T); with
+        `positions` (B, T) bool, those of the chosen positions only, (M, V) in row-major
+        order (mask-predict reads only the positions it re-masked)."""
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
         """Select/repeat batch rows of every tensor in the state."""

@@ -153,13 +153,18 @@ def weight_casts(decode, model: Model, shape: tuple[int, int]) -> tuple[int, int
 def test_a_bf16_search_casts_each_weight_once_not_at_every_step() -> None:
     """Autocast caches its cast weights only outside inference mode: a search under autocast
     must not run in inference mode, or it casts every weight again at every step."""
-    from tiny_checkpoints import BERT_VOCAB as v
+    import dataclasses
+
+    from tiny_checkpoints import BERT_VOCAB
 
     from methods import get_method
     from nmtbench.mask_predict import mask_predict
 
     small = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
              "decoder_layers": 1, "max_positions": 64}
+    # the casts are counted by shape: a vocabulary larger than the most positions mask-predict
+    # projects here (4 candidates x 64), so no (M, 16) batch of states has the weight's shape
+    v = dataclasses.replace(BERT_VOCAB, size=300)
     src = torch.tensor([[10, 11, 12, 13, v.eos], [20, 21, v.eos, v.pad, v.pad]])
     torch.manual_seed(0)
     at = get_method("transformer").build({"method": "transformer", **small}, v, v)

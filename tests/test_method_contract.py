@@ -350,6 +350,10 @@ def test_output_shapes(name, variant, tiny_berts):
             lprobs = model.predict(tokens, state)
             assert lprobs.shape == (B, T + 1, V)
             torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(B, T + 1))
+            # only the chosen positions (mask-predict's re-masked ones), in row-major order
+            chosen = torch.rand(B, T + 1) < 0.5
+            torch.testing.assert_close(model.predict(tokens, state, positions=chosen),
+                                       lprobs[chosen], rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("name, variant", CASE_IDS)

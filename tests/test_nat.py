@@ -63,13 +63,13 @@ class Scripted(Model):
     def reorder_state(self, state, index):
         return {k: v.index_select(0, index) for k, v in state.items()}
 
-    def predict(self, tokens, state):
+    def predict(self, tokens, state, positions=None):
         self.calls.append(tokens.clone())
         answer = self.script[min(len(self.calls), len(self.script)) - 1]
         lprobs = torch.full((*tokens.shape, V.size), -20.0)
         for pos, (token, prob) in answer.items():
             lprobs[:, pos, token] = torch.tensor(prob).log()
-        return lprobs
+        return lprobs if positions is None else lprobs[positions]
 
 
 def lengths_first(*lengths: int, classes: int = 8) -> torch.Tensor:
@@ -115,10 +115,10 @@ def test_mask_predict_picks_the_candidate_with_the_best_average_log_prob():
     script = [{1: (5, 0.5), 2: (6, 0.5), 3: (7, 0.9)}]
     model = Scripted(lengths_first(2, 3), script)
 
-    def with_length_3_better(tokens, state):
+    def with_length_3_better(tokens, state, positions=None):
         lprobs = Scripted.predict(model, tokens, state)
         lprobs[tokens[:, 3] != V.pad, 1:3] += 0.5  # length-3 rows: more confident
-        return lprobs
+        return lprobs if positions is None else lprobs[positions]
 
     model.predict = with_length_3_better
     out = mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=2, iterations=1, bos=B,
