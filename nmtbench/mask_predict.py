@@ -16,7 +16,7 @@ Per source sentence:
 Choices of ours: length 0 is never proposed (a target has at least one token); a position is
 never filled with pad, BOS, EOS or MASK; only unfinished candidates are run through the model,
 so a batch costs as much as its slowest candidate, not T full passes; and only the re-masked
-positions reach the output layer (its vocabulary-wide product is most of a toy model's pass).
+positions reach the output layer (the others' vocabulary-wide products would be discarded).
 """
 
 from __future__ import annotations
