@@ -1,5 +1,6 @@
-"""compare-mt analyses of one system's output: paired bootstrap against a baseline, and BLEU by
-output-length bucket. Both work on the tokenized text that tokenized BLEU scores.
+"""compare-mt analyses of one system's output: paired bootstrap against a baseline (on BLEU or
+a ROUGE F1), and BLEU by output-length bucket. Both work on the tokenized text that tokenized
+BLEU and ROUGE score.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from compare_mt.bucketers import LengthSentenceBucketer
 from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines, write_json
-from nmtbench.metrics import multi_bleu_perl
+from nmtbench.metrics import ROUGE_KINDS, multi_bleu_perl, rouge_sentences
 
 P_VALUE = 0.05
 
@@ -54,22 +55,49 @@ class TokenizedBleu(scorers.Scorer):
         return self.bleu._compute_score_from_stats([int(x) for x in totals]).score, None
 
 
+class RougeF1(scorers.Scorer):
+    """compare-mt's scorer interface over one ROUGE F1 as the tables report it: the mean of
+    rouge-score's sentence F1s (x100), so a resample is scored as the cell is."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def cache_stats(self, ref: list[list[str]], out: list[list[str]],
+                    src: Any = None) -> list[float]:
+        return rouge_sentences([" ".join(o) for o in out], [" ".join(r) for r in ref])[self.kind]
+
+    def score_cached_corpus(self, sent_ids: Any, cached_stats: list[float],
+                            ) -> tuple[float, None]:
+        return 100 * float(np.mean([cached_stats[i] for i in sent_ids])), None
+
+
+SCORERS = {"bleu": ("BLEU (compare-mt, tokenized)", TokenizedBleu),
+           **{kind: (f"{kind} F1 (rouge-score, stemmed)", lambda kind=kind: RougeF1(kind))
+              for kind in ROUGE_KINDS}}
+
+
 def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out: str | Path, *,
-                     samples: int, seed: int, lowercase: bool) -> dict[str, Any]:
-    """compare-mt's paired bootstrap (BLEU, half-size resamples): is `hyp` better than baseline?
+                     samples: int, seed: int, lowercase: bool,
+                     score: str = "bleu") -> dict[str, Any]:
+    """compare-mt's paired bootstrap (half-size resamples) of `score` (metric_registry's
+    BOOTSTRAP_SCORES): is `hyp` better than the baseline?
 
     p_better is the share of resamples where the system does not beat the baseline; a cell is
     marked significantly better when it is below 0.05 (and worse, symmetrically).
     """
+    if score not in SCORERS:
+        raise InputError(f"bootstrap score {score!r}: expected one of {', '.join(SCORERS)}")
+    label, scorer = SCORERS[score]
     ref_c, hyp_c, base_c = _parallel(ref, hyp, baseline, lowercase=lowercase)
     np.random.seed(seed)  # compare-mt samples with numpy's global generator
     wins, stats = sign_utils.eval_with_paired_bootstrap(
-        ref_c, [hyp_c, base_c], None, TokenizedBleu(), compare_directions=[(0, 1)],
+        ref_c, [hyp_c, base_c], None, scorer(), compare_directions=[(0, 1)],
         num_samples=samples)
     better, worse, _ = wins[0]
     result = {
         "samples": samples,
-        "metric": "BLEU (compare-mt, tokenized)",
+        "score": score,
+        "metric": label,
         "win_ratio": better,
         "loss_ratio": worse,
         "p_better": 1 - better,

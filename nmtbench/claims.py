@@ -57,7 +57,7 @@ def _check(plan: Plan, results: Results, claim: Claim) -> Verdict:
         mark = ""
         if other is not None and METRICS[col.metric].significance and tested_against(cell,
                                                                                      other):
-            mark = results.significance(cell, other, col.split)
+            mark = results.significance(cell, other, col.split, col.metric)
         label = " / ".join(c.label for c in columns)
         ours.append(f"{label}: {_versus(claim, col, mine, theirs, mark)}")
         outcomes.append((better, mark))

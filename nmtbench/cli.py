@@ -20,7 +20,7 @@ from typing import Any
 from nmtbench import decode_settings
 from nmtbench.decode_settings import at_least
 from nmtbench.errors import InputError
-from nmtbench.metric_registry import DETOK_LANGS
+from nmtbench.metric_registry import BOOTSTRAP_SCORES, DETOK_LANGS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -181,8 +181,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> None:
     from nmtbench.analysis import paired_bootstrap
 
     result = paired_bootstrap(args.hyp, args.baseline, args.ref, args.out, samples=args.samples,
-                              seed=args.seed, lowercase=args.lowercase)
-    logging.info("paired bootstrap: %s (win ratio %.3f)", result["significance"],
+                              seed=args.seed, lowercase=args.lowercase, score=args.score)
+    logging.info("paired bootstrap of %s: %s (win ratio %.3f)", args.score, result["significance"],
                  result["win_ratio"])
 
 
@@ -442,7 +442,8 @@ def parser() -> argparse.ArgumentParser:
     _decoding_arguments(s)
     s.set_defaults(func=cmd_latency)
 
-    s = sub.add_parser("bootstrap", help="compare-mt paired bootstrap of two outputs (BLEU)")
+    s = sub.add_parser("bootstrap",
+                       help="compare-mt paired bootstrap of two outputs (BLEU or a ROUGE F1)")
     s.add_argument("--hyp", required=True)
     s.add_argument("--baseline", required=True)
     s.add_argument("--ref", required=True)
@@ -450,6 +451,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--samples", type=POSITIVE, default=1000)
     s.add_argument("--seed", type=NON_NEGATIVE, default=1)
     s.add_argument("--lowercase", action="store_true")
+    s.add_argument("--score", choices=BOOTSTRAP_SCORES, default="bleu",
+                   help="what each resample scores (default: tokenized BLEU)")
     s.set_defaults(func=cmd_bootstrap)
 
     s = sub.add_parser("buckets", help="BLEU by output-length bucket (compare-mt buckets)")

@@ -46,7 +46,8 @@ BACKTRANSLATE = RUN + "/backtranslate.{forward}.{sentences}.{tag}.txt"
 BACKTRANSLATE_INFO = RUN + "/backtranslate.{forward}.{sentences}.{tag}.json"
 LATENCY = RUN + "/latency.{tag}.json"
 LATENCY_VS = RUN + "/latency.{tag}.vs.{baseline}.{btag}.json"  # with the baseline's run, tag
-BOOTSTRAP = RUN + "/bootstrap.{split}.{tag}.vs.{baseline}.{btag}.json"
+# the paired bootstrap of one score (metric_registry.BOOTSTRAP_SCORES) against another run
+BOOTSTRAP = RUN + "/bootstrap.{split}.{tag}.{score}.vs.{baseline}.{btag}.json"
 BUCKETS = RUN + "/buckets.{split}.{tag}.{cutoffs}.json"  # cutoffs joined by "-"
 
 # --- the report ------------------------------------------------------------------------------

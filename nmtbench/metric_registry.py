@@ -1,6 +1,6 @@
 """The metrics a table column or figure axis may name (papers/schema.yaml `$defs.metric`):
-where each is read from, how it is labelled and printed, and whether a paired bootstrap
-against the baseline applies. Planning, the report and the figures read it.
+where each is read from, how it is labelled and printed, and which paired bootstrap against
+the baseline marks it. Planning, the report and the figures read it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ DETOK_LANGS = ("as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr",
                "pl", "pt", "ro", "ru", "sk", "sl", "sv", "ta", "tdt", "te", "vi", "yue", "zh")
 
 
+# What `nmtbench bootstrap --score` resamples: tokenized BLEU (of both BLEU columns: sacreBLEU
+# is the same system ranking on detokenized text), or one ROUGE F1 averaged over sentences.
+BOOTSTRAP_SCORES = ("bleu", "rouge1", "rouge2", "rougeL")
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
@@ -23,7 +28,9 @@ class Metric:
     keys: tuple[str, ...]  # the path to the number in that JSON file
     label: str
     pattern: str | None  # str.format pattern of one value; None: a parameter count (74M)
-    significance: bool = False  # BLEU-like: the paired bootstrap (compare-mt) marks it
+    # the score whose paired bootstrap (compare-mt) marks a cell better/worse than the
+    # baseline: one of BOOTSTRAP_SCORES, None for a metric without a test
+    significance: str | None = None
     quality: bool = False  # a score of the output, higher is better (BLEU, ROUGE)
     lower_is_better: bool = False  # latency, parameter counts
     decoded: bool = True  # measured on a decoding (False: a property of the trained model)
@@ -36,12 +43,15 @@ class Metric:
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("bleu_tokenized", "metrics", ("bleu", "tokenized"), "BLEU (tokenized)", "{:.2f}",
-           significance=True, quality=True),
+           significance="bleu", quality=True),
     Metric("sacrebleu", "metrics", ("bleu", "sacrebleu"), "sacreBLEU", "{:.2f}",
-           significance=True, quality=True),
-    Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}", quality=True),
-    Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}", quality=True),
-    Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}", quality=True),
+           significance="bleu", quality=True),
+    Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}",
+           significance="rouge1", quality=True),
+    Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}",
+           significance="rouge2", quality=True),
+    Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}",
+           significance="rougeL", quality=True),
     Metric("latency_ms", "latency", ("latency_ms", "median"), "latency (ms)", "{:.1f} ms",
            lower_is_better=True),
     Metric("speedup", "latency", ("speedup",), "speedup", "{:.2f}x"),

@@ -59,21 +59,29 @@ def multi_bleu_perl(lowercase: bool) -> BLEU:
     return BLEU(tokenize="none", smooth_method="none", lowercase=lowercase, force=True)
 
 
-def rouge(hyps: list[str], refs: list[str]) -> dict[str, float]:
-    """ROUGE-1/2/L F1 (x100), averaged over sentences, from Google's `rouge-score` with Porter
+ROUGE_KINDS = ("rouge1", "rouge2", "rougeL")
+
+
+def rouge_sentences(hyps: list[str], refs: list[str]) -> dict[str, list[float]]:
+    """Each sentence's ROUGE-1/2/L F1 (0..1), from Google's `rouge-score` with Porter
     stemming, on the tokenized text (what Gigaword papers score)."""
     if len(hyps) != len(refs):
         raise ValueError(f"rouge needs equally many lines: hyps={len(hyps)} refs={len(refs)}")
     from rouge_score import rouge_scorer  # imported where used: it loads nltk and scipy
 
-    kinds = ("rouge1", "rouge2", "rougeL")
-    scorer = rouge_scorer.RougeScorer(list(kinds), use_stemmer=True)
-    totals = dict.fromkeys(kinds, 0.0)
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_KINDS), use_stemmer=True)
+    per_kind: dict[str, list[float]] = {kind: [] for kind in ROUGE_KINDS}
     for hyp, ref in zip(hyps, refs, strict=True):
         scores = scorer.score(ref, hyp)
-        for kind in kinds:
-            totals[kind] += scores[kind].fmeasure
-    return {kind: 100 * total / max(len(hyps), 1) for kind, total in totals.items()}
+        for kind in ROUGE_KINDS:
+            per_kind[kind].append(scores[kind].fmeasure)
+    return per_kind
+
+
+def rouge(hyps: list[str], refs: list[str]) -> dict[str, float]:
+    """ROUGE-1/2/L F1 (x100), averaged over sentences (rouge-score's own aggregate)."""
+    return {kind: 100 * sum(f1) / max(len(f1), 1)
+            for kind, f1 in rouge_sentences(hyps, refs).items()}
 
 
 def score_files(

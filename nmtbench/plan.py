@@ -529,12 +529,12 @@ class Plan:
                     base = baseline.get(j)
                     files.update(self.cell_files(cell, col.split, col.metric, seed, base))
                     if METRICS[col.metric].significance and tested_against(cell, base):
-                        files.add(bootstrap_file(cell, base, col.split, seed))
+                        files.add(bootstrap_file(cell, base, col.split, col.metric, seed))
         for claim in self.claims:  # a claim between two rows: their own significance test
             for (col, *_), cell, other in self.claim_cells(claim):
                 if (other is not None and METRICS[col.metric].significance
                         and cell.status == other.status == "ok" and tested_against(cell, other)):
-                    files.update(bootstrap_file(cell, other, col.split, seed)
+                    files.update(bootstrap_file(cell, other, col.split, col.metric, seed)
                                  for seed in self.seeds)
         for figure in self.figures:
             for cell in self.figure_cells(figure):
@@ -608,8 +608,10 @@ def latency_file(cell: Cell, baseline: Cell | None, seed: int) -> str:
     return cell.file(layout.LATENCY_VS, seed, baseline=baseline.run, btag=baseline.tag)
 
 
-def bootstrap_file(cell: Cell, baseline: Cell, split: str, seed: int) -> str:
-    return cell.file(layout.BOOTSTRAP, seed, split=split, baseline=baseline.run,
+def bootstrap_file(cell: Cell, baseline: Cell, split: str, metric: str, seed: int) -> str:
+    """The paired bootstrap that marks the cell's `metric` against the baseline's."""
+    return cell.file(layout.BOOTSTRAP, seed, split=split, score=METRICS[metric].significance,
+                     baseline=baseline.run,
                      btag=baseline.tag)
 
 

@@ -141,9 +141,12 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
              f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
              table.caption, "", _markdown(pd.DataFrame(rows)), ""]
     notes = []
-    if table.baseline is not None:
+    scores = ", ".join(dict.fromkeys(
+        "BLEU" if METRICS[c.metric].significance == "bleu" else "the column's ROUGE F1"
+        for c in table.columns if METRICS[c.metric].significance))
+    if table.baseline is not None and scores:
         notes.append(f"{BETTER}/{WORSE}: significantly better/worse than the baseline row "
-                     f"({table.baseline}) in every seed (compare-mt paired bootstrap, BLEU, "
+                     f"({table.baseline}) in every seed (compare-mt paired bootstrap, {scores}, "
                      f"{plan.config['analysis']['bootstrap_samples']} resamples, p < 0.05).")
     if len(plan.seeds) > 1:
         notes.append(f"Ours: mean ± sample std over seeds {', '.join(map(str, plan.seeds))}.")
@@ -191,7 +194,7 @@ def _cell_text(plan: Plan, results: Results, table: Table, column: int,
         return MISSING + paper, ""
     text = _format(done, col.metric)
     if METRICS[col.metric].significance and tested_against(cell, baseline):
-        text += results.significance(cell, baseline, col.split)
+        text += results.significance(cell, baseline, col.split, col.metric)
     note = _unlearned(plan, results, col, cell, baseline, statistics.mean(done))
     if note:
         text += UNLEARNED

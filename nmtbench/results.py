@@ -50,11 +50,12 @@ class Results:
             return 1.0  # the baseline row itself
         return _get(data, METRICS[metric].keys, path)
 
-    def significance(self, cell: Cell, baseline: Cell, split: str) -> str:
-        """▲/▼ when every seed's paired bootstrap says better/worse at p < 0.05."""
+    def significance(self, cell: Cell, baseline: Cell, split: str, metric: str) -> str:
+        """▲/▼ when every seed's paired bootstrap of the metric's score says better/worse at
+        p < 0.05."""
         verdicts = []
         for seed in self.plan.seeds:
-            path = self.path(bootstrap_file(cell, baseline, split, seed))
+            path = self.path(bootstrap_file(cell, baseline, split, metric, seed))
             data = read_result(path)
             if data is None:
                 return ""

@@ -1,5 +1,5 @@
-# Analyses with compare-mt: paired bootstrap against a table's baseline row (significance
-# marks), and BLEU by output-length bucket (length figures).
+# Analyses with compare-mt: paired bootstrap of a score (BLEU, a ROUGE F1) against a table's
+# baseline row (significance marks), and BLEU by output-length bucket (length figures).
 
 
 rule bootstrap:
@@ -15,11 +15,11 @@ rule bootstrap:
     conda:
         "../envs/text.yaml"
     log:
-        "logs/analyze/{dataset}/{run}/seed{seed}.bootstrap.{split}.{tag}.{baseline}.{btag}.log",
+        "logs/analyze/{dataset}/{run}/seed{seed}.bootstrap.{split}.{tag}.{score}.{baseline}.{btag}.log",
     shell:
         "python -m nmtbench bootstrap --hyp {input.hyp:q} --baseline {input.baseline:q} "
         "--ref {input.ref:q} --samples {params.samples:q} --seed {wildcards.seed:q} "
-        "{params.lowercase:q} --out {output:q} > {log:q} 2>&1"
+        "--score {wildcards.score:q} {params.lowercase:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule buckets:

@@ -7,6 +7,7 @@ from nmtbench import config as nmtconfig
 from nmtbench import layout
 from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError
+from nmtbench.metric_registry import BOOTSTRAP_SCORES
 from nmtbench.plan import generated
 from nmtbench.download import source_url
 from nmtbench.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
@@ -37,6 +38,7 @@ wildcard_constraints:
     baseline=NAME,
     btag=r"[A-Za-z0-9-]+",
     cutoffs=r"[0-9-]+",
+    score="|".join(BOOTSTRAP_SCORES),
     forward=NAME,
     pretrained=rf"{NAME}(?:/{NAME})?",  # a hub name may start with its organisation
 

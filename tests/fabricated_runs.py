@@ -240,8 +240,8 @@ def fabricate(plan: Plan, results: Path,
                                         "trained": TRAINED},
                            "speedup": base / own}
             write(path, record)
-        elif kind == "bootstrap":
-            _, _, brun, btag, _ = rest.split(".")
+        elif kind == "bootstrap":  # bootstrap.SPLIT.TAG.SCORE.vs.BASELINE.BTAG.json
+            _, _, _, brun, btag, _ = rest.split(".")
             write(path, {"significance": verdicts.get((experiment, seed), "better"),
                          "samples": 1000, "hyps": [_hyp(run, tag, seed, split),
                                                    _hyp(brun, btag, seed, split)]})

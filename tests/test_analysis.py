@@ -9,7 +9,7 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 
-from nmtbench.analysis import length_buckets, paired_bootstrap
+from nmtbench.analysis import RougeF1, length_buckets, paired_bootstrap
 from nmtbench.errors import InputError
 from nmtbench.metrics import bleu, rouge
 
@@ -36,9 +36,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 def bootstrap(files, hyp: str, baseline: str, out: Path, seed: int = 1,
-              lowercase: bool = False) -> dict:
+              lowercase: bool = False, score: str = "bleu") -> dict:
     return paired_bootstrap(files[hyp], files[baseline], files["ref"], out, samples=200,
-                            seed=seed, lowercase=lowercase)
+                            seed=seed, lowercase=lowercase, score=score)
 
 
 # --- paired bootstrap --------------------------------------------------------------------------
@@ -87,6 +87,49 @@ def test_lowercase(files, tmp_path: Path) -> None:
     assert bootstrap(files, "upper", "a", tmp_path / "1.json")["significance"] == "worse"
     assert bootstrap(files, "upper", "a", tmp_path / "2.json",
                      lowercase=True)["significance"] == "better"
+
+
+@pytest.mark.parametrize("kind", ["rouge1", "rouge2", "rougeL"])
+def test_rouge_resamples_are_scored_as_the_tables_rouge(kind: str) -> None:
+    """A resample's ROUGE is the mean of rouge-score's sentence F1s over it, as the cell is."""
+    scorer = RougeF1(kind)
+    stats = scorer.cache_stats([r.split() for r in REFS], [h.split() for h in MIXED_A])
+    assert scorer.score_cached_corpus(range(40), stats)[0] == pytest.approx(
+        rouge(MIXED_A, REFS)[kind])
+    by_hand = rouge_scorer.RougeScorer([kind], use_stemmer=True)
+    picked = [3, 3, 25, 30]  # a bootstrap resample draws with replacement
+    expected = 100 * sum(by_hand.score(REFS[i], MIXED_A[i])[kind].fmeasure
+                         for i in picked) / len(picked)
+    assert scorer.score_cached_corpus(picked, stats)[0] == pytest.approx(expected)
+
+
+def test_rouge_bootstrap_marks_a_system_on_rouge_where_bleu_sees_nothing(files,
+                                                                          tmp_path: Path) -> None:
+    # BAD shares unigrams but no trigram with the references: tokenized BLEU 0 against 0 for
+    # a system with no words right at all, while its ROUGE-1 is clearly better
+    write(tmp_path / "none.txt", ["omega " * 8] * 40)
+    files["none"] = tmp_path / "none.txt"
+    assert bootstrap(files, "bad", "none", tmp_path / "b.json")["significance"] == "none"
+    result = bootstrap(files, "bad", "none", tmp_path / "r.json", score="rouge1")
+    assert (result["significance"], result["score"]) == ("better", "rouge1")
+    assert result["metric"].startswith("rouge1 F1")
+    assert bootstrap(files, "none", "bad", tmp_path / "w.json",
+                     score="rougeL")["significance"] == "worse"
+
+
+def test_every_score_a_metric_is_marked_by_can_be_bootstrapped() -> None:
+    from nmtbench.analysis import SCORERS
+    from nmtbench.metric_registry import BOOTSTRAP_SCORES, METRICS
+
+    assert tuple(SCORERS) == BOOTSTRAP_SCORES
+    assert {m.significance for m in METRICS.values()} - {None} == set(BOOTSTRAP_SCORES)
+
+
+def test_an_unknown_bootstrap_score_is_an_error(files, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="bootstrap score 'meteor': expected one of bleu, "
+                                         "rouge1, rouge2, rougeL"):
+        bootstrap(files, "good", "bad", tmp_path / "x.json", score="meteor")
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_resamples_are_scored_as_the_tables_tokenized_bleu(files, tmp_path: Path) -> None:

@@ -405,13 +405,13 @@ def test_table_targets_metrics_latency_and_bootstrap(catalogue):
         # and speedup: both decodings timed in one job)
         f"{r}/metrics.test.{T2}.json", f"{r}/metrics.valid.{T2}.json",
         f"{r}/latency.{T2}.vs.base.{T5}.json",
-        f"{r}/bootstrap.test.{T2}.vs.base.{T5}.json",
+        f"{r}/bootstrap.test.{T2}.bleu.vs.base.{T5}.json",
         # half-data: its own run
         f"{h}/metrics.test.{T5}.json", f"{h}/metrics.valid.{T5}.json",
         f"{h}/latency.{T5}.vs.base.{T5}.json",
-        f"{h}/bootstrap.test.{T5}.vs.base.{T5}.json",
+        f"{h}/bootstrap.test.{T5}.bleu.vs.base.{T5}.json",
         # the claim that half-data beats base-beam2: their own paired bootstrap
-        f"{h}/bootstrap.test.{T5}.vs.base.{T2}.json",
+        f"{h}/bootstrap.test.{T5}.bleu.vs.base.{T2}.json",
         # no bootstrap.valid: only the params column reads the valid split, and a parameter
         # count has no significance test
     }
@@ -445,7 +445,7 @@ def test_a_row_trained_on_other_data_is_tested_there_without_a_significance_test
     assert set(plan.targets()) == {
         f"{IW}/base/seed1/metrics.test.{T5}.json",
         f"{IW}/half-data/seed1/metrics.test.{T5}.json",
-        f"{IW}/half-data/seed1/bootstrap.test.{T5}.vs.base.{T5}.json",
+        f"{IW}/half-data/seed1/bootstrap.test.{T5}.bleu.vs.base.{T5}.json",
         f"results/runs/toy/tiny/seed1/metrics.test.{T5}.json"}
 
 
@@ -669,6 +669,19 @@ def test_gigaword_tables_read_their_own_splits_and_a_dataset_without_one_is_an_e
     assert str(err.value) == (
         "bertkd2020.table5 column 'r1': dataset 'toy' makes no split 'test-official' (a toy "
         "world makes it with world.test_official_pairs; a real dataset, where its recipe has it)")
+
+
+def test_rouge_columns_are_marked_by_a_paired_bootstrap_of_their_own_rouge():
+    """BERT-KD's Table 4 marks significance on ROUGE: each ROUGE column of each split gets the
+    bootstrap of that ROUGE F1 against the baseline, and no BLEU bootstrap is made for it."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["tables"] = ["bertkd2020.table4"]
+    targets = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml").targets()
+    run = "results/runs/toy-sum/bertkd-kd-gigaword/seed1"
+    tag = "beam4-lp0p6-gnmt-best"
+    assert {t for t in targets if "/bootstrap." in t} == {
+        f"{run}/bootstrap.{split}.{tag}.{score}.vs.bertkd-transformer-base.{tag}.json"
+        for split in ("valid", "test") for score in ("rouge1", "rouge2", "rougeL")}
 
 
 def test_a_cycle_through_features_from_is_one_line():

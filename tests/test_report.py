@@ -153,7 +153,7 @@ def test_significance_marks(tmp_path: Path, papers: Path, verdicts, mark) -> Non
 
 def test_mark_needs_every_seeds_bootstrap(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1, 2])
-    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
+    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.bleu.vs.trm-base.{TAG_BASE}.json").unlink()
     rows = rows_of(render(plan, tmp_path))
     assert rows["Transformer big"]["BLEU"] == "28.50 ± 0.71 (paper 28.40, Δ +0.10)"
 
@@ -219,7 +219,7 @@ def test_no_mark_from_a_bootstrap_of_other_hypotheses(tmp_path: Path, papers: Pa
 def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1, 2])
     (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()
-    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
+    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.bleu.vs.trm-base.{TAG_BASE}.json").unlink()
     (tmp_path / BASE2 / f"latency.{TAG_BASE}.json").unlink()
     (tmp_path / BIG2 / f"latency.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
     rows = rows_of(render(plan, tmp_path))
