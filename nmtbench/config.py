@@ -20,7 +20,7 @@ from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.method_registry import MethodInfo, method_infos
 from nmtbench.metric_registry import DETOK_LANGS
-from nmtbench.papers import PAPERS_DIR, load_catalogue
+from nmtbench.papers import PAPERS_DIR, load_catalogue, load_yaml
 from nmtbench.plan import Plan, generated
 from nmtbench.pretrain_config import PretrainConfig
 from nmtbench.recipes import check_sources
@@ -38,7 +38,7 @@ NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting 
 def name_pattern(schema_path: str | Path) -> str:
     """The schema's pattern of a safe name ($defs.name), unanchored: the workflow constrains
     its wildcards with it, so a path part is only ever a name the config check allows."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_yaml(Path(schema_path).read_text())
     return schema["$defs"]["name"]["pattern"].removeprefix("^").removesuffix("$")
 
 
@@ -109,7 +109,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
     if isinstance(config, dict) and isinstance(config.get("seeds"), list):
         config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
                            for s in config["seeds"]]
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_yaml(Path(schema_path).read_text())
     validate(config, schema)
     _check_download_paths(config.get("sources", {}), schema["$defs"]["name"]["pattern"])
     resolve_reversed(config["datasets"])
@@ -340,7 +340,7 @@ def check_run_settings(settings: dict[str, Any], where: str,
                        schema_path: str | Path = SCHEMA) -> None:
     """A run's resolved settings as `train` receives them, checked as the workflow checks an
     experiment's (a config given to `train` by hand meets the same schema)."""
-    definitions = yaml.safe_load(Path(schema_path).read_text())["$defs"]
+    definitions = load_yaml(Path(schema_path).read_text())["$defs"]
     implemented = method_infos(definitions)
     if "method" not in settings:
         raise InputError(f"{where}: key 'method' is missing")
@@ -376,7 +376,7 @@ def check_no_aliases(config: dict[str, Any], where: str = "config") -> None:
 def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCHEMA) -> None:
     """A toy world's settings and split sizes as `toyworld` receives them, checked against
     the schema's datasets.*.world as the workflow checks a config's."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_yaml(Path(schema_path).read_text())
     spec = schema["properties"]["datasets"]["additionalProperties"]["properties"]["world"]
     _check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
 
@@ -397,7 +397,7 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for path in paths:
         try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            data = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
         except OSError as err:
             raise InputError(f"{path}: cannot read ({err.strerror})") from None
         except UnicodeDecodeError:

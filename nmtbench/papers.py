@@ -18,6 +18,16 @@ from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.metric_registry import METRICS
 from nmtbench.schema import Validator
 
+# libyaml's parser where PyYAML was built with it: the same documents as yaml.safe_load, about
+# ten times faster, and every snakemake process plans from the config and every paper file
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as yaml.safe_load reads it (raises yaml.YAMLError)."""
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
+
+
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 SCHEMA = "schema.yaml"
 QUALITY = {name for name, metric in METRICS.items() if metric.quality}
@@ -114,7 +124,7 @@ def _schema_error(path: Path, error: jsonschema.ValidationError) -> InputError:
 
 def load_paper(path: Path, validator: Validator) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise InputError(f"{path}: not valid UTF-8") from None
     except yaml.YAMLError as err:
@@ -199,7 +209,7 @@ def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
     schema_path = papers_dir / SCHEMA
     if not schema_path.is_file():
         raise InputError(f"{schema_path}: missing (the schema of the paper files)")
-    schema = yaml.safe_load(schema_path.read_text())
+    schema = load_yaml(schema_path.read_text())
     validator = Validator(schema)
     catalogue = Catalogue(methods=set(schema.get("$defs", {}).get("method", {}).get("enum", [])))
     for path in sorted(papers_dir.glob("*.yaml")):

@@ -1,11 +1,24 @@
 """Shared fixtures, built once per session: a small toy world with trained WordPiece
-vocabularies, and tiny random BERTs for the pre-trained checkpoint roles."""
+vocabularies, tiny random BERTs for the pre-trained checkpoint roles, and one run of the smoke
+workflow for every end-to-end test that reads its outputs."""
+
+import os
+import shutil
+from pathlib import Path
 
 import pytest
+import torch
+from filelock import FileLock
+from smoke import snakemake
 from tiny_checkpoints import TINY_BERTS, save_tiny_bert
 
 from nmtbench.tokenization import train_wordpiece
 from nmtbench.toyworld import WorldConfig, generate
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # as many workers as cores: torch's own threads on top of them would only wait on each
+    # other (the commands the tests start choose their own threads)
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +48,45 @@ def tiny_berts(tmp_path_factory) -> dict[str, str]:
     # deep fusion's decoder_init reads the target side, like tgt_bert
     return {role: str(root / role) for role in TINY_BERTS} | {
         "decoder_init": str(root / "tgt_bert"), "bert": str(root / "src_bert")}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The SLURM test only where a -m expression names it (`-m slurm`): `-m "not slow"` leaves
+    it out too. Slow tests first: under pytest-xdist the long end-to-end runs start at once and
+    the short tests fill the other cores, instead of the longest run starting last."""
+    if "slurm" not in config.getoption("markexpr"):
+        slurm = [item for item in items if item.get_closest_marker("slurm")]
+        if slurm:
+            config.hook.pytest_deselected(items=slurm)
+            items[:] = [item for item in items if not item.get_closest_marker("slurm")]
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The smoke config's whole DAG (`snakemake --cores 2 --configfile config/smoke.yaml`), run
+    once per test run: under pytest-xdist the first worker to ask runs it and the others wait
+    for it. Read it; a test that changes it works on `smoke_copy`.
+
+    With NMTBENCH_SMOKE_RUN=DIR it runs in DIR, which outlives the test run: CI's slow stage
+    makes it and the SLURM stage compares with it. Snakemake runs there each time all the same,
+    so what the code or config changed since is run again, and nothing stale is read."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's base is a folder of the run's
+        root = root.parent
+    workdir = Path(os.environ.get("NMTBENCH_SMOKE_RUN") or root / "smoke-run")
+    done, failed = root / "smoke-run.done", root / "smoke-run.failed"
+    with FileLock(root / "smoke-run.lock"):
+        if not done.exists() and not failed.exists():
+            workdir.mkdir(parents=True, exist_ok=True)
+            result = snakemake(workdir, "--cores", "2")
+            (done if result.returncode == 0 else failed).write_text(result.stderr[-3000:])
+    if failed.exists():
+        pytest.fail(f"the smoke run in {workdir} failed:\n{failed.read_text()}")
+    return workdir
+
+
+@pytest.fixture
+def smoke_copy(smoke_run, tmp_path) -> Path:
+    """A copy of the finished smoke run that a test may change."""
+    return shutil.copytree(smoke_run, tmp_path / "smoke", symlinks=True)

@@ -208,7 +208,7 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
     "params, a broken --configfile": (
         lambda d: ["params", "transformer-base", "--dataset", "toy", "--root", ROOT,
                    "--configfile", d / "broken.yaml"],
-        "{d}/broken.yaml: line 2: invalid YAML (expected ',' or ']', but got '<stream end>')"),
+        "{d}/broken.yaml: line 2: invalid YAML (did not find expected ',' or ']')"),
     "snapshot, not a hub name": (
         lambda d: ["snapshot", "../../etc", "--out", d / "snap"],
         "checkpoint '../../etc' is not a hub name (NAME or ORGANISATION/NAME)"),
@@ -225,7 +225,27 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
 
 
 @pytest.mark.parametrize("probe", PROBES)
-def test_bad_input_is_one_line(files: Path, probe: str) -> None:
+def test_bad_input_is_one_line(files: Path, probe: str, monkeypatch, capsys) -> None:
+    """Each probe through `cli.main`, what `python -m nmtbench` runs, in this process (a
+    traceback would fail the test here); a probe of each command also as a real process
+    below."""
+    command, expected = PROBES[probe]
+    monkeypatch.chdir(ROOT)
+    try:
+        status = cli.main([*map(str, command(files))])
+    except SystemExit as exit:  # argparse's own errors
+        status = exit.code
+    result = subprocess.CompletedProcess([], status, "", capsys.readouterr().err)
+    assert error_line(result).startswith(expected.format(d=files))
+
+
+FIRST_OF_EACH_COMMAND: dict[str, str] = {}
+for _probe in PROBES:
+    FIRST_OF_EACH_COMMAND.setdefault(PROBES[_probe][0](Path("d"))[0], _probe)
+
+
+@pytest.mark.parametrize("probe", FIRST_OF_EACH_COMMAND.values())
+def test_bad_input_is_one_line_from_a_real_process(files: Path, probe: str) -> None:
     command, expected = PROBES[probe]
     result = subprocess.run([sys.executable, "-m", "nmtbench", *map(str, command(files))],
                             capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -64,5 +64,7 @@ def test_old_weights_give_the_same_loss_and_translations(variant, berts):
         else:
             hyps = mask_predict(model, batch.src, length_beam=2, iterations=3,
                                 mask=tgt_vocab.mask, **special)
-    assert loss == fixture["loss"]  # CPU: bit for bit
+    # the same sums in the same order, but which vector kernels run them depends on the CPU:
+    # bit for bit where the fixture was made, within float32 rounding on another CPU
+    assert loss == pytest.approx(fixture["loss"], rel=1e-6, abs=0)
     assert hyps == fixture["hyps"]

@@ -196,7 +196,7 @@ def eval_loss(model: Model, batch: Batch) -> float:
         return float(model.loss(batch, Progress(0, 10))[0])
 
 
-def train(model: Model, batch: Batch, steps: int = 8, lr: float = 3e-3) -> list[float]:
+def train(model: Model, batch: Batch, steps: int = 4, lr: float = 3e-3) -> list[float]:
     """Adam steps over the model's parameter groups; the training losses."""
     model.train()
     optimizer = torch.optim.Adam([{"params": g.params} for g in model.param_groups()], lr=lr)

@@ -1,7 +1,9 @@
 """The smoke DAG through a real one-node SLURM cluster on loopback (scripts/slurm-loopback),
 submitted by snakemake-executor-plugin-slurm with profiles/slurm, and compared with a local run.
 
-Opt-in (marker `slurm`, deselected by default): `python -m pytest -q -m slurm`. Needs root and
+Opt-in (marker `slurm`, deselected by default): `python -m pytest -q -n 0 -m slurm`. The local
+side is the shared smoke run (tests/conftest.py `smoke_run`): CI's slow stage leaves it in
+NMTBENCH_SMOKE_RUN, else this makes it first. Needs root and
 the Debian packages slurmctld, slurmd, slurm-client and munge (`scripts/slurm-loopback
 install`); skipped when slurmctld is not installed.
 """
@@ -29,21 +31,26 @@ pytestmark = pytest.mark.slurm
 #   then see no job finish and wait forever. squeue works because the cluster keeps finished
 #   jobs for MinJobAge=300 s (the plugin wants at least 3x its initial status-check delay,
 #   else it falls back to sacct). Sites with accounting keep the default (sacct).
-# - the first status check after 5 s instead of 40 s keeps the run short (sites: the default).
+# - the first status check 1 s after a submission or a finished job instead of 40 s (the plugin
+#   adds 10 s to the wait after each check that finds nothing finished) keeps the run short: a
+#   job here takes seconds (sites: the default).
 # - no account: the cluster has none, and guessing one runs sacct.
 # - the SLURM logs of successful jobs are kept (the plugin deletes them otherwise): they are
 #   this test's evidence that every job ran under SLURM.
 LOOPBACK_FLAGS = ("--slurm-status-command", "squeue",
-                  "--slurm-init-seconds-before-status-checks", "5",
+                  "--slurm-init-seconds-before-status-checks", "1",
                   "--slurm-no-account", "--slurm-keep-successful-logs")
+# Three job slots per core: a smoke job spends seconds mostly starting Python, and the plugin
+# notices a finished job 1, then 11 s after a submission, so a few more jobs running at once
+# mean fewer of those 11 s waits (what a job computes does not depend on its neighbours).
+LOOPBACK_ENV = {"SLURM_LOOPBACK_CPUS": str(3 * (os.cpu_count() or 1))}
 TIMEOUT = 1800  # seconds per snakemake run
 # The part of the smoke DAG that runs every rule of the workflow once or more but the data
-# rules of real datasets and back-translation's two (6m24s through SLURM on 2 cores, with
-# BERT-KD's teacher, soft targets and student). The whole smoke DAG (46 jobs before AB-Net and
-# Mask-Predict joined it) passed too, in 743 s, which CI's 30-minute budget cannot hold:
-# `NMTBENCH_SLURM_TABLES=all` runs it.
-TABLES = os.environ.get("NMTBENCH_SLURM_TABLES",
-                        "[abnet2020.table1,bertkd2020.figure2a,bertfused2020.table1]")
+# rules of real datasets and back-translation's two: AB-Net's Table 1 (pre-trained BERTs,
+# Mask-Predict on distilled targets, latency) and BERT-KD's Figure 2a (the C-MLM teacher, soft
+# targets, its student, length buckets); 46 jobs. `NMTBENCH_SLURM_TABLES` names others
+# (`all`: the whole smoke DAG, several times longer).
+TABLES = os.environ.get("NMTBENCH_SLURM_TABLES", "[abnet2020.table1,bertkd2020.figure2a]")
 RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "distill", "latency",
          "latency_vs_baseline", "evaluate", "bootstrap", "buckets", "soft_targets", "report"}
 
@@ -97,7 +104,7 @@ def cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("cluster")
     try:
         started = subprocess.run([str(LOOPBACK), "start", str(state)], capture_output=True,
-                                 text=True, timeout=120)
+                                 text=True, timeout=120, env=clean_env(**LOOPBACK_ENV))
         assert started.returncode == 0, f"{LOOPBACK} start failed:\n{started.stderr}"
         # VAR=value lines, shell-quoted: SLURM_CONF, and PATH with the cluster's srun first
         exported = dict(shlex.split(line)[0].split("=", 1)
@@ -109,11 +116,22 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("local")
-    result, _ = snakemake(workdir, clean_env(), "--cores", "2")
+def local_run(smoke_run, tmp_path_factory) -> tuple[Path, str]:
+    """The same runs made locally: the shared smoke run (a superset of TABLES' runs; CI's slow
+    stage leaves it in NMTBENCH_SMOKE_RUN), its results reported as the SLURM run's config
+    reports them, from a copy (the report's links are relative to it): (the smoke run's
+    directory, that tables.md's text)."""
+    results = tmp_path_factory.mktemp("local")
+    shutil.copytree(smoke_run / "results" / "runs", results / "runs")
+    shutil.copytree(smoke_run / "data" / "pretrained", results / "pretrained")
+    tables = results / "tables.yaml"
+    tables.write_text(f"tables: {TABLES}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "nmtbench", "report", "--root", str(ROOT), "--results",
+         str(results), "--pretrained", str(results / "pretrained"), "--configfile", str(SMOKE),
+         str(tables)], capture_output=True, text=True, timeout=300, env=clean_env())
     assert result.returncode == 0, result.stderr[-3000:]
-    return workdir
+    return smoke_run, (results / "tables.md").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -206,9 +224,10 @@ def without_timings(data):
 
 
 def test_slurm_and_local_runs_give_the_same_numbers(local_run, slurm_run):
+    local_dir, local_tables = local_run
     slurm_dir = slurm_run[0]
     ours, numbers, timings = table_cells((slurm_dir / "results" / "tables.md").read_text())
-    theirs, _, _ = table_cells((local_run / "results" / "tables.md").read_text())
+    theirs, _, _ = table_cells(local_tables)
     assert numbers > 50 and timings >= 4, (numbers, timings)  # the comparison compares things
     differ = {key: (ours.get(key), theirs.get(key)) for key in ours.keys() | theirs.keys()
               if ours.get(key) != theirs.get(key)}
@@ -216,19 +235,21 @@ def test_slurm_and_local_runs_give_the_same_numbers(local_run, slurm_run):
 
     # Each run's outputs: metrics (BLEU, ROUGE, #params, best valid loss), translations,
     # significance and length buckets, pre-training summaries, a teacher's soft targets (their
-    # size and its accuracy); all but their timings.
+    # size and its accuracy); all but their timings. The local run made these and more (the
+    # smoke config's other tables).
     patterns = ("results/runs/**/metrics.*.json", "results/runs/**/hyp.*.txt",
                 "results/runs/**/bootstrap.*.json", "results/runs/**/buckets.*.json",
                 "results/runs/**/soft_targets.*.json",
                 "data/pretrained/*/pretrain_summary.json")
-    files = sorted(p.relative_to(local_run) for pattern in patterns
-                   for p in local_run.glob(pattern))
-    assert sorted(p.relative_to(slurm_dir) for pattern in patterns
-                  for p in slurm_dir.glob(pattern)) == files
+    files = sorted(p.relative_to(slurm_dir) for pattern in patterns
+                   for p in slurm_dir.glob(pattern))
+    assert {f.name.split(".")[0] for f in files} == {
+        "metrics", "hyp", "bootstrap", "buckets", "soft_targets", "pretrain_summary"}
     bleu = [f for f in files if f.name.startswith("metrics.")]
     assert len(bleu) >= 3  # one per evaluate job
     for name in files:
-        mine, other = slurm_dir / name, local_run / name
+        mine, other = slurm_dir / name, local_dir / name
+        assert other.exists(), f"{name}: made under SLURM, not by the local run"
         if name.suffix == ".txt":
             assert mine.read_text() == other.read_text(), name
             continue
