@@ -36,9 +36,3 @@ def run_dir(workdir: Path, experiment: str, *extra: Path) -> tuple[Path, str]:
     cell = smoke_plan(*extra).cell("toy", experiment, "test")
     return workdir / cell.run_dir(1), cell.tag
 
-
-def metrics_target(workdir: Path, experiment: str, *extra: Path) -> tuple[Path, str]:
-    """The test-set metrics file of `experiment` (a snakemake target that trains, decodes and
-    scores that run alone), relative to `workdir`; and the run's directory."""
-    run, tag = run_dir(workdir, experiment, *extra)
-    return run, str((run / f"metrics.test.{tag}.json").relative_to(workdir))
