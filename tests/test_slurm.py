@@ -40,10 +40,12 @@ pytestmark = pytest.mark.slurm
 LOOPBACK_FLAGS = ("--slurm-status-command", "squeue",
                   "--slurm-init-seconds-before-status-checks", "1",
                   "--slurm-no-account", "--slurm-keep-successful-logs")
-# Three job slots per core: a smoke job spends seconds mostly starting Python, and the plugin
-# notices a finished job 1, then 11 s after a submission, so a few more jobs running at once
-# mean fewer of those 11 s waits (what a job computes does not depend on its neighbours).
-LOOPBACK_ENV = {"SLURM_LOOPBACK_CPUS": str(3 * (os.cpu_count() or 1))}
+# Two job slots per core. The plugin checks a wave of submitted jobs 1 s, 12 s and 33 s after
+# submitting it (it waits 10 s longer after each check that finds nothing finished): a few
+# more jobs at once than cores fill the cores while a job's Python starts, but three per core
+# made every wave finish after the 12 s check (DAG 238 s, against 195 s with two per core and
+# 197 s with one, measured one after another on two cores).
+LOOPBACK_ENV = {"SLURM_LOOPBACK_CPUS": str(2 * (os.cpu_count() or 1))}
 TIMEOUT = 1800  # seconds per snakemake run
 # The part of the smoke DAG that runs every rule of the workflow once or more but the data
 # rules of real datasets and back-translation's two: AB-Net's Table 1 (pre-trained BERTs,
