@@ -83,7 +83,7 @@ def load(path: str | Path) -> dict[str, Any]:
         if WRITTEN_WITH_CHECKSUM & state.keys():  # a version that writes the record wrote it
             raise InputError(f"{path}: its checksum file {checksum_path(path).name} is "
                              "missing (deleted: the version that wrote this checkpoint writes "
-                             "one beside it), so it cannot be verified; train the run again")
+                             "one beside it), so it cannot be verified")
         log.warning("%s: no checksum (an older version wrote it); loaded unverified", path)
     return state
 

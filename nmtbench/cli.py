@@ -52,6 +52,8 @@ def json_object(text: str, option: str) -> dict[str, Any]:
 
 
 POSITIVE, NON_NEGATIVE = at_least(1), at_least(0)
+# Fewer resamples give no p-value below 0.05 to trust (config/schema.yaml has the same minimum)
+BOOTSTRAP_SAMPLES = at_least(10)
 
 
 def _threads(n: int | None) -> None:
@@ -384,8 +386,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--run-dir", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--checkpoint", default="best", choices=["best", "last"])
-    s.add_argument("--average-last", type=int, default=0,
-                   help="average the last N epoch checkpoints instead")
+    s.add_argument("--average-last", type=NON_NEGATIVE, default=0,
+                   help="average the last N epoch checkpoints instead (0: none)")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("evaluate", help="score a run's hypotheses into metrics.json")
@@ -448,7 +450,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline", required=True)
     s.add_argument("--ref", required=True)
     s.add_argument("--out", required=True)
-    s.add_argument("--samples", type=POSITIVE, default=1000)
+    s.add_argument("--samples", type=BOOTSTRAP_SAMPLES, default=1000,
+                   help="resamples (at least 10, as config key analysis.bootstrap_samples)")
     s.add_argument("--seed", type=NON_NEGATIVE, default=1)
     s.add_argument("--lowercase", action="store_true")
     s.add_argument("--score", choices=BOOTSTRAP_SCORES, default="bleu",
@@ -505,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if main_process else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(message)s")
     try:
+        _refuse_overlaps(args)
         args.func(args)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -519,7 +523,55 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The options naming what a command writes (others: --out and --info, where it has them).
-WRITES = {"train": ("run_dir",), "report": ("out", "results")}
+WRITES = {"train": ("run_dir",), "report": ("out", "results"), "evaluate": ("out",)}
+# The options naming what a command reads: files and directories, NAME=PATH pairs, and runs
+# (RUN_OPTIONS: the run's files and every path its config.json records).
+READS = {
+    "soft-targets": ("run_dir", "train_src", "train_tgt", "valid_src", "valid_tgt"),
+    "tokenizer": ("corpus",),
+    "train": ("train_src", "train_tgt", "valid_src", "valid_tgt", "src_tokenizer",
+              "tgt_tokenizer", "pretrained", "input"),
+    "trim": ("checkpoint", "corpus"),
+    "pretrain": ("corpus", "tokenizer"),
+    "decode": ("run_dir", "src"),
+    "export": ("run_dir",),
+    "evaluate": ("summary", "run_config", "hyp", "ref", "raw_ref", "info"),
+    "latency": ("run_dir", "src", "baseline_run_dir"),
+    "bootstrap": ("hyp", "baseline", "ref"),
+    "buckets": ("hyp", "ref"),
+    "prepare": ("downloads",),
+    "monolingual": ("downloads",),
+    "report": ("pretrained",),
+}
+RUN_OPTIONS = ("run_dir", "baseline_run_dir")
+
+
+def _refuse_overlaps(args: argparse.Namespace) -> None:
+    """No command writes where it reads: an output that is, contains or lies inside one of
+    its inputs is refused with one line before anything is read or written."""
+    from nmtbench.fileio import refuse_overlap
+    from nmtbench.records import run_inputs
+
+    inputs: list[str | Path] = []
+    for key in READS.get(args.command, ()):
+        value = getattr(args, key, None)
+        for item in value if isinstance(value, list) else [value]:
+            if not item:
+                continue
+            if key in RUN_OPTIONS:
+                inputs.extend(run_inputs(item))
+            elif args.command == "train" and key in ("pretrained", "input"):
+                if path := item.partition("=")[2]:  # ROLE=DIR, NAME=PATH
+                    inputs.append(path)
+            else:
+                inputs.append(item)
+    if args.command == "report":  # the runs it reports; tables.md goes beside them
+        inputs.append(Path(args.results) / "runs")
+    outputs = {f"--{key.replace('_', '-')}": path for key in WRITES.get(args.command,
+                                                                          ("out", "info"))
+               if (path := getattr(args, key, None)) and not (
+                   args.command == "report" and key == "results")}
+    refuse_overlap(outputs, inputs)
 
 
 def _system_error(err: OSError, args: argparse.Namespace) -> str:

@@ -58,7 +58,10 @@ def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
 
 
 def _message(error: jsonschema.ValidationError, schema: dict[str, Any]) -> str:
-    """The error's message; a name that fails $defs.name says what a name may hold."""
+    """The error's message: a schema's own (`x-message`) where it has one; a name that fails
+    $defs.name says what a name may hold."""
+    if isinstance(error.schema, dict) and "x-message" in error.schema:
+        return error.schema["x-message"].format(instance=error.instance)
     if (error.validator == "pattern"
             and error.validator_value == schema.get("$defs", {}).get("name", {}).get("pattern")):
         return f"{error.instance!r} is not a name ({NAME_RULE})"
@@ -208,7 +211,11 @@ def check(config: dict[str, Any], schema_path: str | Path,
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
     for dataset, run in plan.runs():
         plan.back_translation(dataset, run)  # configured where a run asks for it
-        for role, name in plan.checkpoints(dataset, run).items():
+        vocabularies = {f"vocabulary ({side})": plan.vocabulary(dataset, run, side)[0]
+                        for side in ("src", "tgt")}
+        for role, name in {**plan.checkpoints(dataset, run), **vocabularies}.items():
+            if name is None:  # the dataset's own WordPiece
+                continue
             try:
                 checkpoint_dir(name, config.get("pretraining"))
             except InputError as err:

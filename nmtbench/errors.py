@@ -28,3 +28,10 @@ def invalid_yaml(path, err) -> InputError:
 def one_line(err: Exception) -> str:
     """A library's error message on one line (Hugging Face's often run over several)."""
     return " ".join(str(err).split())
+
+
+def retrain(run_dir) -> str:
+    """The advice of every refusal that only training a run again can fix: deleting the run
+    directory makes the workflow train it and remake what depends on it (a file inside it, such
+    as last.pt, is no declared output: Snakemake would not notice it gone)."""
+    return f"delete {run_dir} to train it again"

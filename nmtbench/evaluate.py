@@ -46,7 +46,7 @@ def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
     trained = provenance.file_digest(summary_path)
     if decode_info and decoded.get(provenance.TRAINED) != trained:
         raise InputError(f"{hyp_path} was decoded from another training than the one in "
-                         f"{summary_path} (or before it finished); decode it again")
+                         f"{summary_path} (or before it finished); delete it to decode again")
     metrics = {
         "method": config["experiment"]["method"],
         "split": split,

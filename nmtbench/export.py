@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nmtbench.errors import InputError
+from nmtbench.fileio import atomic_directory, write_json
+
+EXPORTED = "nmtbench_export.json"  # what was exported: the run, its checkpoint or average
 
 if TYPE_CHECKING:
     from transformers import FSMTForConditionalGeneration
@@ -142,12 +145,13 @@ def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
 
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, "cpu")
     hf = to_fsmt(model, where=str(run_dir))
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(str(out))
-    SourceTargetTokenizer.from_pair(src_tok.name_or_path, tgt_tok,
-                                    model.source_bos).save_pretrained(out)
-    return out
+    with atomic_directory(out, EXPORTED) as tmp:
+        hf.save_pretrained(str(tmp))
+        SourceTargetTokenizer.from_pair(src_tok.name_or_path, tgt_tok,
+                                        model.source_bos).save_pretrained(tmp)
+        write_json(tmp / EXPORTED, {"run_dir": str(run_dir), "checkpoint": checkpoint,
+                                    "average_last": average_last})
+    return Path(out)
 
 
 def to_ctranslate2(hf: FSMTForConditionalGeneration, src_tok: Any, tgt_tok: Any,

@@ -22,10 +22,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nmtbench import layout  # noqa: E402
-from nmtbench.fileio import atomic_path, read_json, read_jsonl  # noqa: E402
+from nmtbench.errors import InputError  # noqa: E402
+from nmtbench.fileio import atomic_path, read_jsonl  # noqa: E402
 from nmtbench.metric_registry import METRICS  # noqa: E402
 from nmtbench.papers import Figure  # noqa: E402
 from nmtbench.plan import Cell, Plan, buckets_file  # noqa: E402
+from nmtbench.records import read_result  # noqa: E402
 from nmtbench.results import Results  # noqa: E402
 
 
@@ -179,8 +181,25 @@ def _valid_bleu(log: Path, axis: str) -> dict[int, float]:
     line a kill cut short is left out, as the trainer leaves it out when it resumes)."""
     if not log.is_file():
         return {}
-    return {record[axis]: float(record["valid_bleu"]) for record in read_jsonl(log)
-            if record.get("event") == "valid" and "valid_bleu" in record}
+    points = {record.get(axis): record.get("valid_bleu") for record in read_jsonl(log)
+              if record.get("event") == "valid" and "valid_bleu" in record}
+    for x, bleu in points.items():
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, bleu)):
+            raise InputError(f"{log}: a valid event's {axis} and valid_bleu must be numbers, "
+                             f"got {x!r} and {bleu!r}")
+    return {x: float(bleu) for x, bleu in points.items()}
+
+
+def _bucket_record(path: Path) -> dict | None:
+    """A `buckets` job's record (None while none is there); one without a list of
+    {bucket, bleu} entries, bleu a number or null, is an error naming it."""
+    data = read_result(path, keys=("buckets",))
+    if data is not None and not (isinstance(data["buckets"], list) and all(
+            isinstance(b, dict) and "bucket" in b and (b.get("bleu") is None or (
+                isinstance(b["bleu"], int | float) and not isinstance(b["bleu"], bool)))
+            for b in data["buckets"])):
+        raise InputError(f"{path}: key 'buckets' must be a list of {{bucket, bleu}} entries")
+    return data
 
 
 def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax,
@@ -190,7 +209,7 @@ def _buckets(plan: Plan, results: Results, figure: Figure, cells: list[Cell], ax
     for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
         if cell.status != "ok":
             continue
-        data = [read_json(results.path(buckets_file(cell, figure.split, cutoffs, s)))
+        data = [_bucket_record(results.path(buckets_file(cell, figure.split, cutoffs, s)))
                 for s in plan.seeds]
         if not all(data):
             continue

@@ -45,10 +45,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside `path`; it replaces `path` (and whatever was there)
-    only if the block succeeds, so a killed job never leaves a directory that looks finished."""
+def atomic_directory(path: str | os.PathLike, marker: str) -> Iterator[Path]:
+    """Yield a temporary directory beside `path`; it replaces `path` only if the block
+    succeeds, so a killed job never leaves a directory that looks finished.
+
+    What `path` holds is replaced only if it is an earlier output of the same command (it
+    holds `marker`, a file that command always writes) or an empty directory: any other
+    directory or file there is refused with one line, never deleted."""
     path = Path(path)
+    if path.is_dir() and any(path.iterdir()) and not (path / marker).is_file():
+        raise InputError(f"{path}: a directory that is not an earlier output of this command "
+                         f"(it has no {marker}); write to a new directory")
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: a file, not a directory; write to a new directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
@@ -59,6 +68,26 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def refuse_overlap(outputs: dict[str, str | os.PathLike],
+                   inputs: Iterator[str | os.PathLike] | list[str | os.PathLike]) -> None:
+    """One line if a path a command writes (`outputs`: option -> path) is, contains or lies
+    inside a path it reads: written there, the command would destroy its own input."""
+    read = [(Path(p), Path(p).resolve()) for p in inputs]
+    for option, out in outputs.items():
+        target = Path(out).resolve()
+        for given, source in read:
+            if target == source:
+                relation = "is"
+            elif source.is_relative_to(target):
+                relation = "contains"
+            elif target.is_relative_to(source):
+                relation = "lies inside"
+            else:
+                continue
+            raise InputError(f"{option} {out} {relation} the input {given}: the command would "
+                             "overwrite what it reads; write to another path")
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -155,7 +155,7 @@ def snapshot(name: str, out: str | Path) -> Path:
         raise InputError(f"checkpoint {name!r} is not a hub name (NAME or ORGANISATION/NAME)")
     out = Path(out)
     try:
-        with atomic_directory(out) as tmp:
+        with atomic_directory(out, "config.json") as tmp:
             snapshot_download(repo_id=name, local_dir=tmp, allow_patterns=SNAPSHOT_PATTERNS)
             if not (tmp / "config.json").is_file():
                 raise InputError(f"checkpoint {name!r}: the hub repository has no config.json")

@@ -185,7 +185,7 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
         "params": sum(p.numel() for p in model.parameters()),
         "heldout": heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed),
     }
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, "pretrain_summary.json") as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         write_json(tmp / "pretrain_summary.json", summary)

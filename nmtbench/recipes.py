@@ -324,7 +324,7 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
         "inputs": {f: file_digest(Path(downloads) / f) for f in sorted(files)},
         "splits": {}, "filters": counts, "carved": carved,
     }
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, "manifest.json") as tmp:
         for split in written:
             for side, lines in zip(("src", "tgt"), splits[split], strict=True):
                 text = "".join(line + "\n" for line in lines).encode("utf-8")

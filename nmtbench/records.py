@@ -12,12 +12,30 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_json
 
 
-def read_result(path: str | Path) -> dict[str, Any] | None:
+def read_result(path: str | Path, keys: tuple[str, ...] = (),
+                numbers: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """A JSON record a job writes (metrics, latency, a run's summary), or None while no job
-    has written it; a corrupt one, or one that is not an object, is an error naming it."""
+    has written it. A corrupt one, one that is not an object, or one without one of `keys` or
+    of `numbers` (dotted: "heldout.accuracy"; these must be numbers; "key?": a number where
+    it is there) is an error naming it."""
     data = read_json(path)
-    if data is not None and not isinstance(data, dict):
+    if data is None:
+        return None
+    if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object")
+    for key in (*keys, *numbers):
+        value: Any = data
+        for part in key.removesuffix("?").split("."):
+            if not isinstance(value, dict) or part not in value:
+                if key.endswith("?"):
+                    break
+                raise InputError(f"{path}: key {key!r} is missing")
+            value = value[part]
+        else:
+            if key in numbers and (isinstance(value, bool)
+                                   or not isinstance(value, int | float)):
+                raise InputError(f"{path}: key {key.removesuffix('?')!r} must be a number, "
+                                 f"got {value!r}")
     return data
 
 
@@ -25,9 +43,32 @@ def read_record(path: str | Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     """A JSON record a command cannot do without (a run's train_summary.json or config.json,
     a decoding's record): missing, corrupt, not an object or lacking one of `keys`, it stops
     the command with one line naming it."""
-    data = read_result(path)
+    data = read_result(path, keys)
     if data is None:
         raise InputError(f"{path}: no such file")
-    if missing := [key for key in keys if key not in data]:
-        raise InputError(f"{path}: key {missing[0]!r} is missing")
     return data
+
+
+# What a run directory holds that commands reading the run depend on (its decodings, metrics
+# and other outputs sit beside these and may be written by them).
+RUN_FILES = ("config.json", "train_summary.json", "train_log.jsonl", "checkpoints")
+
+
+def run_inputs(run_dir: str | Path) -> list[Path]:
+    """The paths a command reading the run `run_dir` depends on: the run's own files and every
+    path its config.json records (tokenizers, pre-trained checkpoints, data, other runs'
+    outputs). An unreadable config.json adds none: the command itself then names it."""
+    run_dir = Path(run_dir)
+    found = [run_dir / name for name in RUN_FILES]
+    try:
+        paths = read_result(run_dir / "config.json") or {}
+    except InputError:
+        return found
+    pending = [paths.get("paths")]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, str) and value:
+            found.append(Path(value))
+    return found

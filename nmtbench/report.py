@@ -262,13 +262,23 @@ def _claims_section(plan: Plan, results: Results) -> list[str]:
             "not request is not run.", "", _markdown(pd.DataFrame(rows))]
 
 
+# What the sections below read of a pre-training's and a teacher's soft targets' record
+PRETRAIN_NUMBERS = ("settings.layers", "settings.d_model", "settings.lr", "params", "updates",
+                    "epochs", "heldout.accuracy", "heldout.perplexity", "seconds",
+                    "settings.dropout?", "settings.mask_prob?", "settings.mask_replace_prob?",
+                    "settings.random_replace_prob?")
+SOFT_TARGETS_NUMBERS = ("valid_masked_accuracy", "pairs", "target_positions",
+                        "bytes_per_target_position", "seconds_per_1000_pairs")
+
+
 def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
     """How well the checkpoints pre-trained in the DAG learned, on their held-out text."""
     rows = []
     for name in plan.pretrained_targets():
         spec = plan.config["pretraining"][name]
         planned = Path(layout.PRETRAIN_SUMMARY.format(pretrained=name))
-        summary = read_result(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT))
+        summary = read_result(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT),
+                              keys=("settings",), numbers=PRETRAIN_NUMBERS)
         row = {"Checkpoint": name, "Model": spec["model"],
                "Corpus": f"{spec['dataset']} mono.{spec['side']}"}
         if summary is None:
@@ -311,7 +321,8 @@ def _teachers_section(plan: Plan, results: Results) -> list[str]:
     for teacher, top_k in plan.teachers():
         for seed in plan.seeds:
             info = read_result(results.path(teacher.file(layout.SOFT_TARGETS_INFO, seed,
-                                                          top_k=top_k)))
+                                                          top_k=top_k)),
+                               keys=("objective",), numbers=SOFT_TARGETS_NUMBERS)
             row = {"Teacher": f"{teacher.dataset}/{teacher.run}/seed{seed}",
                    "Objective": "-" if info is None else info["objective"]}
             if info is None:

@@ -41,7 +41,7 @@ from methods import get_method
 from nmtbench import checkpoints, distributed, provenance, soft_targets
 from nmtbench.data import ParallelData, read_back_translations
 from nmtbench.devices import resolve_device
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
 from nmtbench.method import Model, Progress, adamw
 from nmtbench.metrics import multi_bleu_perl
@@ -137,14 +137,13 @@ class Trainer:
         state = self._load_last()
         if resumable(json.loads(state["config"])) != resumable(self.cfg):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
-                             f"delete {self.run_dir} to train again")
+                             f"{retrain(self.run_dir)}")
         if "inputs" not in state:
             log.warning("%s records no input digests (an older version wrote it): resuming "
                         "without checking its data", self.ckpt_dir / "last.pt")
         elif stale := provenance.changed(state["inputs"], self.inputs_digest):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained on other inputs "
-                             f"({', '.join(stale)} changed); delete {self.run_dir} to train "
-                             "again")
+                             f"({', '.join(stale)} changed); {retrain(self.run_dir)}")
         if state.get("world_size", 1) != self.world.size:
             log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
                         "changes", self.ckpt_dir / "last.pt", state.get("world_size", 1),
@@ -174,8 +173,7 @@ class Trainer:
             return checkpoints.load(last)
         except InputError as err:
             raise InputError(f"{err}; the epoch checkpoints hold no optimizer state to resume "
-                             f"from: delete {last} to train {self.run_dir} again from the "
-                             "start") from None
+                             f"from: {retrain(self.run_dir)}") from None
 
     def _truncate_log(self) -> None:
         """Drop log lines of steps after the checkpoint: they are about to be replayed (and a
@@ -365,7 +363,11 @@ class Trainer:
         """Initialise (part of) the model from another run's checkpoint (a fresh run only: a
         resumed one has its own weights)."""
         path = self.inputs[name]
-        report = self.model.warm_start(checkpoints.load(path)["model"], name, take, into)
+        try:
+            state = checkpoints.load(path)
+        except InputError as err:  # the parent's checkpoint (runs/<parent>/seedN/checkpoints/)
+            raise InputError(f"{name}: {err}; {retrain(Path(path).parent.parent)}") from None
+        report = self.model.warm_start(state["model"], name, take, into)
         self._log({"event": "warm_start", "input": name, "from": path,
                    "missing": report.missing, "unexpected": report.unexpected})
         log.info("%s from %s: %d keys kept their initialisation, %d of its keys unused",

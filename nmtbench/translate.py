@@ -16,7 +16,7 @@ from nmtbench import checkpoints, provenance
 from nmtbench.decode_settings import DecodeSettings
 from nmtbench.decoding import beam_search
 from nmtbench.devices import hardware_name, resolve_device
-from nmtbench.errors import InputError, TooLong
+from nmtbench.errors import InputError, TooLong, retrain
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.mask_predict import mask_predict
 from nmtbench.method import Model
@@ -61,12 +61,18 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
         if len(found) < average_last:
             raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
                              f"but only {len(found)} epoch checkpoints exist")
-        weights = checkpoints.average(found[-average_last:], check=check)
+        try:
+            weights = checkpoints.average(found[-average_last:], check=check)
+        except InputError as err:  # damaged, or not this run's: only training again helps
+            raise InputError(f"{err}; {retrain(run_dir)}") from None
         where = f"{run_dir}: the last {average_last} epoch checkpoints"
     else:
         path = run_dir / "checkpoints" / f"{checkpoint}.pt"
-        state = checkpoints.load(path)
-        check(path, state)
+        try:
+            state = checkpoints.load(path)
+            check(path, state)
+        except InputError as err:
+            raise InputError(f"{err}; {retrain(run_dir)}") from None
         weights, where = state["model"], str(path)
     try:
         model.load_checkpoint_state(weights, where)
@@ -93,7 +99,7 @@ def _check_decode_inputs(run_dir: Path, config_path: Path, paths: dict[str, Any]
         return
     read = {key: paths[key] for key in DECODE_INPUTS if key in paths}
     for _, path in provenance.changed_inputs(recorded, read)[:1]:
-        raise InputError(f"{path}: changed since {run_dir} was trained; retrain the run")
+        raise InputError(f"{path}: changed since {run_dir} was trained; {retrain(run_dir)}")
 
 
 def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
@@ -112,14 +118,13 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
         saved = None
     if not isinstance(saved, dict) or resumable(saved) != resumable(cfg):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained with another "
-                         "config than its config.json records); retrain the run")
+                         "config than its config.json records)")
     if "inputs" not in state or recorded is None:
         log.warning("%s: no input digests to compare (an older version wrote it or its "
                     "config.json)", path)
     elif stale := provenance.changed(state["inputs"], recorded):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained on other "
-                         f"inputs than its config.json records: {', '.join(stale)}); retrain "
-                         "the run")
+                         f"inputs than its config.json records: {', '.join(stale)})")
 
 
 def source_positions(model: Model) -> int | None:

@@ -56,6 +56,24 @@ def kept_ids(counts: Counter[int], specials: Iterable[int], size: int) -> list[i
     return sorted(specials | set(ranked[:size - len(specials)]))
 
 
+def tokenizer_settings(tokenizer: Any, checkpoint: str | Path) -> dict[str, Any]:
+    """The settings (case, accents, Chinese characters) a WordPiece vocabulary is read with:
+    the checkpoint's tokenizer_config.json without its full vocabulary's file, else (a
+    checkpoint with tokenizer.json alone) what its fast tokenizer's normaliser does."""
+    config_file = Path(checkpoint) / "tokenizer_config.json"
+    if config_file.is_file():
+        settings = json.loads(config_file.read_text(encoding="utf-8"))
+        settings.pop("tokenizer_file", None)
+        return settings
+    normalizer = json.loads(tokenizer.backend_tokenizer.to_str()).get("normalizer") or {}
+    if normalizer.get("type") != "BertNormalizer":
+        raise InputError(f"checkpoint {str(checkpoint)!r}: no tokenizer_config.json, and its "
+                         "tokenizer.json does not say how a WordPiece vocabulary reads text")
+    return {"tokenizer_class": "BertTokenizer", "do_lower_case": normalizer["lowercase"],
+            "strip_accents": normalizer["strip_accents"],
+            "tokenize_chinese_chars": normalizer["handle_chinese_chars"]}
+
+
 def trim_checkpoint(checkpoint: str | Path, corpora: list[str | Path], size: int,
                     out: str | Path) -> dict[str, Any]:
     """Write `checkpoint` (a BERT directory with its tokenizer) with its vocabulary trimmed to
@@ -65,6 +83,9 @@ def trim_checkpoint(checkpoint: str | Path, corpora: list[str | Path], size: int
         raise InputError(f"checkpoint {str(checkpoint)!r}: only a WordPiece (BERT) vocabulary "
                          "can be trimmed")
     counts = piece_counts(tokenizer, corpora)
+    if not counts:
+        raise InputError(f"{', '.join(map(str, corpora))}: no text to count pieces in (a "
+                         "vocabulary trimmed to it would hold the special tokens alone)")
     keep = kept_ids(counts, tokenizer.all_special_ids, size)
     total = sum(counts.values())
     kept = sum(counts[i] for i in keep)
@@ -93,16 +114,16 @@ def trim_checkpoint(checkpoint: str | Path, corpora: list[str | Path], size: int
     summary = {"checkpoint": str(checkpoint), "size": len(keep), "original_size": len(tokenizer),
                "corpus_pieces": total, "pieces_used": len(counts),
                "corpus_coverage": kept / total if total else 1.0}
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, SUMMARY) as tmp:
         if (Path(checkpoint) / "special_tokens_map.json").is_file():
             shutil.copy(Path(checkpoint) / "special_tokens_map.json", tmp)
-        config_file = Path(checkpoint) / "tokenizer_config.json"
-        if config_file.is_file():  # the settings (case, accents), not the full vocabulary's file
-            settings = json.loads(config_file.read_text(encoding="utf-8"))
-            settings.pop("tokenizer_file", None)
-            write_json(tmp / "tokenizer_config.json", settings)
+        write_json(tmp / "tokenizer_config.json", tokenizer_settings(tokenizer, checkpoint))
         (tmp / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-        rebuilt = load_tokenizer(tmp)  # from vocab.txt with the original's settings
+        try:  # from vocab.txt with the original's settings
+            rebuilt = load_tokenizer(tmp)
+        except InputError as err:
+            raise InputError(f"checkpoint {str(checkpoint)!r}: its tokenizer does not rebuild "
+                             f"from the trimmed vocabulary ({err})") from None
         if rebuilt.convert_tokens_to_ids(tokens) != list(range(len(keep))):
             raise InputError(f"checkpoint {str(checkpoint)!r}: the trimmed vocabulary does not "
                              "reload in its order (duplicate pieces?)")

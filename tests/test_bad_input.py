@@ -212,6 +212,13 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
     "snapshot, not a hub name": (
         lambda d: ["snapshot", "../../etc", "--out", d / "snap"],
         "checkpoint '../../etc' is not a hub name (NAME or ORGANISATION/NAME)"),
+    "export, a negative --average-last": (
+        lambda d: ["export", "--run-dir", d / "run", "--out", d / "hf", "--average-last", "-3"],
+        "python -m nmtbench export: argument --average-last: -3 is less than 0"),
+    "bootstrap, one resample": (
+        lambda d: ["bootstrap", "--hyp", d / "text", "--baseline", d / "text", "--ref",
+                   d / "text", "--out", d / "b.json", "--samples", "1"],
+        "python -m nmtbench bootstrap: argument --samples: 1 is less than 10"),
     "bootstrap of empty files": (
         lambda d: ["bootstrap", "--hyp", d / "empty", "--baseline", d / "empty", "--ref",
                    d / "empty", "--out", d / "b.json"],
@@ -283,3 +290,16 @@ def test_an_unknown_device_is_an_input_error(name: str, message: str) -> None:
     with pytest.raises(InputError) as err:
         resolve_device(name)
     assert str(err.value) == message
+
+
+def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
+    """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
+    import argparse
+
+    from nmtbench.papers import load_yaml
+
+    schema = load_yaml((ROOT / "config" / "schema.yaml").read_text())
+    least = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]["minimum"]
+    assert cli.BOOTSTRAP_SAMPLES(str(least)) == least
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.BOOTSTRAP_SAMPLES(str(least - 1))

@@ -209,6 +209,20 @@ def _experiment(c, **settings):
      "config key 'pretraining.toy-bert-src.layers': 'x' is not of type 'integer'"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(max_updates=-3),
      "config key 'pretraining.toy-bert-src.max_updates': -3 is less than the minimum of 1"),
+    # a negative loss weight trains the model to get worse; BERT-KD's alpha weighs its two
+    # terms and is not sidestepped
+    (lambda c: _experiment(c, loss_weights={"tokens": -5}),
+     "config key 'experiments.transformer-tiny.loss_weights.tokens': -5 is less than the "
+     "minimum of 0"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(loss_weights={"bidi": 0.3}),
+     "config key 'datasets.toy.overrides.bert-kd.loss_weights': 'bidi': alpha weighs the "
+     "terms bidi and tokens; set alpha"),
+    # a vocabulary is a checkpoint's name: checked where it is planned, not in a job
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(vocabulary="a b;c"),
+     "run toy/bertkd-kd-deen, vocabulary (src): checkpoint 'a b;c' is neither a hub name nor "
+     "a local directory"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(vocabulary="../x"),
+     "run toy/bertkd-kd-deen, vocabulary (src): checkpoint directory '../x' does not exist"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)

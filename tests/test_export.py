@@ -13,7 +13,7 @@ from nmtbench.cli import main
 from nmtbench.data import ParallelData
 from nmtbench.decoding import beam_search
 from nmtbench.errors import InputError
-from nmtbench.export import export_run, to_ctranslate2
+from nmtbench.export import EXPORTED, export_run, to_ctranslate2
 from nmtbench.fileio import read_lines
 from nmtbench.tokenization import decode, encode_sources
 from nmtbench.trainer import Trainer
@@ -136,3 +136,15 @@ def test_readme_snippet_runs_on_an_export(exported, capsys):
     exec(code.replace('"hf-model"', repr(str(out))), {})  # noqa: S102 (our own README)
     printed = capsys.readouterr().out.strip()
     assert printed.startswith("['") and len(printed) > 6
+
+
+def test_export_replaces_an_earlier_export_but_no_other_directory(exported, tmp_path):
+    run, out = exported
+    again = export_run(run, out)  # the same directory: an earlier export, replaced
+    assert json.loads((again / EXPORTED).read_text())["run_dir"] == str(run)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")  # another model, say
+    with pytest.raises(InputError, match="not an earlier output of this command"):
+        export_run(run, mine)
+    assert [p.name for p in mine.iterdir()] == ["config.json"]

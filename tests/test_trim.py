@@ -84,3 +84,22 @@ def test_a_tokenizer_config_naming_the_full_vocabularys_file_is_not_followed(tmp
     assert "tokenizer_file" not in json.loads((tmp_path / "out" / "tokenizer_config.json")
                                               .read_text())
     assert len(load_tokenizer(tmp_path / "out")) == 7
+
+
+def test_an_empty_corpus_is_refused_and_nothing_written(tmp_path):
+    save_tiny_bert(tmp_path / "bert", seed=3)
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(InputError, match=r"empty.txt: no text to count pieces in"):
+        trim_checkpoint(tmp_path / "bert", [tmp_path / "empty.txt"], 9, tmp_path / "trimmed")
+    assert not (tmp_path / "trimmed").exists()
+
+
+def test_a_checkpoint_without_tokenizer_config_trims_with_its_normaliser(tmp_path):
+    """tokenizer.json alone says how text is read: the trimmed vocabulary reads it the same
+    way (an error once named the trim's temporary directory)."""
+    save_tiny_bert(tmp_path / "bert", seed=3)
+    (tmp_path / "bert" / "tokenizer_config.json").unlink()
+    (tmp_path / "a.txt").write_text("w5 w6 w7 w5\nW5 w8\n")
+    trim_checkpoint(tmp_path / "bert", [tmp_path / "a.txt"], 9, tmp_path / "trimmed")
+    original, trimmed = load_tokenizer(tmp_path / "bert"), load_tokenizer(tmp_path / "trimmed")
+    assert trimmed.tokenize("W5 w6 w8") == original.tokenize("W5 w6 w8") == ["w5", "w6", "w8"]

@@ -171,7 +171,7 @@ def test_regenerated_data_never_reports_the_old_runs_numbers(smoke_copy, tmp_pat
     log = (smoke_copy / "logs" / "train" / "toy" / run.parent.name / "seed1.log").read_text()
     assert re.fullmatch(r"error: \S+/last\.pt was trained on other inputs \(src_tokenizer, "
                         r"tgt_tokenizer, train_src, train_tgt, valid_src, valid_tgt changed\); "
-                        r"delete \S+ to train again\n", log), log
+                        r"delete \S+ to train it again\n", log), log
     assert not (run / "train_summary.json").exists()
 
     report = subprocess.run(
@@ -183,3 +183,77 @@ def test_regenerated_data_never_reports_the_old_runs_numbers(smoke_copy, tmp_pat
     text = (smoke_copy / "again.md").read_text()
     row = next(line for line in text.splitlines() if f"({run.relative_to(smoke_copy)})" in line)
     assert "missing" in row and not re.search(r"\| \d+\.\d\d", row), row
+
+
+# (what breaks the record, the start of report's one error line; {r}: the copied results)
+BROKEN_RECORDS = {
+    "a pre-training summary without its held-out scores": (
+        "pretrained/toy-bert-src/pretrain_summary.json", lambda d: d.pop("heldout"),
+        "{r}/pretrained/toy-bert-src/pretrain_summary.json: key 'heldout.accuracy' is missing"),
+    "a pre-training summary with a learning rate in words": (
+        "pretrained/toy-bert-src/pretrain_summary.json",
+        lambda d: d["settings"].update(lr="fast"),
+        "{r}/pretrained/toy-bert-src/pretrain_summary.json: key 'settings.lr' must be a "
+        "number, got 'fast'"),
+    "soft targets' record without its objective": (
+        "runs/toy/bertkd-teacher-mbert/seed1/soft_targets.top8.json",
+        lambda d: d.pop("objective"),
+        "{r}/runs/toy/bertkd-teacher-mbert/seed1/soft_targets.top8.json: key 'objective' is "
+        "missing"),
+    "length buckets that are not a list": (
+        "runs/toy/bertkd-kd-deen/seed1/buckets.valid.beam4-lp0p6-gnmt-best.8-16-24-32-40.json",
+        lambda d: d.update(buckets={"short": 1}),
+        "{r}/runs/toy/bertkd-kd-deen/seed1/buckets.valid.beam4-lp0p6-gnmt-best.8-16-24-32-40"
+        ".json: key 'buckets' must be a list of {{bucket, bleu}} entries"),
+}
+
+
+@pytest.mark.parametrize("broken", BROKEN_RECORDS)
+def test_report_by_hand_names_a_malformed_record_in_one_line(smoke_run, tmp_path, broken,
+                                                             capsys):
+    """`report` without Snakemake on copied results in which one record lost a key or holds
+    a word for a number: one line naming the file and the key, never a traceback."""
+    from nmtbench import cli
+
+    relative, damage, expected = BROKEN_RECORDS[broken]
+    copy = tmp_path / "copied"
+    shutil.copytree(smoke_run / "results" / "runs", copy / "runs")
+    shutil.copytree(smoke_run / "data" / "pretrained", copy / "pretrained")
+    record = copy / relative
+    assert record.is_file(), sorted(p.name for p in record.parent.iterdir())
+    data = json.loads(record.read_text())
+    damage(data)
+    record.write_text(json.dumps(data))
+    status = cli.main(["report", "--root", str(ROOT), "--results", str(copy), "--pretrained",
+                       str(copy / "pretrained"), "--configfile", str(SMOKE)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {expected.format(r=copy)}"), err
+
+
+def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path):
+    """A finished run's last.pt is damaged, and more epochs are asked for: the train job
+    refuses to resume with one line that says what to delete. Doing exactly that, the next
+    run trains it again from the start and its row is a number, not "missing"."""
+    table = tmp_path / "table.yaml"
+    table.write_text("tables: [toyworld.table1]\n")
+    run, tag = run_dir(smoke_copy, "bert-frozen-500", table)
+    last = run / "checkpoints" / "last.pt"
+    last.write_bytes(last.read_bytes()[:-100] + bytes(100))  # its sha256 no longer matches
+    more = tmp_path / "more.yaml"
+    more.write_text("experiments: {bert-frozen-500: {max_epochs: 3}}\n")
+    configs = ["--configfile", str(SMOKE), str(table), str(more)]
+    assert snakemake(smoke_copy, "--cores", "2", *configs).returncode != 0
+    log = (smoke_copy / "logs" / "train" / "toy" / "bert-frozen-500" / "seed1.log").read_text()
+    advice = re.search(rf"^error: {re.escape(str(last.relative_to(smoke_copy)))}: corrupt .* "
+                       r"delete (\S+) to train it again$", log, re.M)
+    assert advice, log
+
+    shutil.rmtree(smoke_copy / advice.group(1))  # what the line says, nothing more
+    result = snakemake(smoke_copy, "--cores", "2", *configs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((run / "train_summary.json").read_text())
+    assert summary["epochs"] == 3
+    row = next(line for line in (smoke_copy / "results" / "tables.md").read_text().splitlines()
+               if "bert-frozen-500" in line and line.startswith("|"))
+    assert "missing" not in row and re.search(r"\| \d+\.\d", row), row

@@ -1,0 +1,167 @@
+"""No command writes where it reads: an output that is, contains or lies inside one of the
+command's inputs (a run's files and every path its config.json records count) is refused with
+one line before anything is written, and the input is left byte for byte as it was. A
+directory output replaces only an earlier output of the same command."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from nmtbench import cli
+from nmtbench.errors import InputError
+from nmtbench.fileio import atomic_directory
+
+RUN = "runs/toy/r/seed1"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    """A run directory whose config.json records a tokenizer and a BERT, and text files."""
+    run = tmp_path / RUN
+    (run / "checkpoints").mkdir(parents=True)
+    bert, tok = tmp_path / "pretrained" / "bert", tmp_path / "tok"
+    bert.mkdir(parents=True)
+    tok.mkdir()
+    (bert / "config.json").write_text("{}")
+    (bert / "model.safetensors").write_bytes(b"weights")
+    (tok / "vocab.txt").write_text("[PAD]\n")
+    (run / "config.json").write_text(json.dumps({
+        "experiment": {"method": "transformer"},
+        "paths": {"src_tokenizer": str(tok), "tgt_tokenizer": str(tok),
+                  "pretrained": {"src_bert": str(bert)}}}))
+    (run / "train_summary.json").write_text("{}")
+    (run / "checkpoints" / "best.pt").write_bytes(b"checkpoint")
+    (tmp_path / "downloads").mkdir()
+    for name in ("src", "hyp", "ref"):
+        (tmp_path / name).write_text("a b\n")
+    return tmp_path
+
+
+def contents(root: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def run_args(d: Path) -> list:
+    return ["--run-dir", d / RUN]
+
+
+# (command line given the directory, the start of its one error line)
+CASES: dict[str, tuple[Callable[[Path], list], str]] = {
+    "decode over its source": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / "src"],
+        "--out {d}/src is the input {d}/src"),
+    "decode over the run's config.json": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / RUN / "config.json"],
+        "--out {d}/" + RUN + "/config.json is the input {d}/" + RUN + "/config.json"),
+    "export into its run directory": (
+        lambda d: ["export", *run_args(d), "--out", d / RUN],
+        "--out {d}/" + RUN + " contains the input {d}/" + RUN + "/config.json"),
+    "export into the BERT the run reads": (
+        lambda d: ["export", *run_args(d), "--out", d / "pretrained" / "bert"],
+        "--out {d}/pretrained/bert is the input {d}/pretrained/bert"),
+    "export into the run's checkpoints": (
+        lambda d: ["export", *run_args(d), "--out", d / RUN / "checkpoints" / "hf"],
+        "--out {d}/" + RUN + "/checkpoints/hf lies inside the input {d}/" + RUN
+        + "/checkpoints"),
+    "trim over its checkpoint": (
+        lambda d: ["trim", "--checkpoint", d / "pretrained" / "bert", "--corpus", d / "src",
+                   "--size", "10", "--out", d / "pretrained" / "bert"],
+        "--out {d}/pretrained/bert is the input {d}/pretrained/bert"),
+    "trim into the directory holding its checkpoint": (
+        lambda d: ["trim", "--checkpoint", d / "pretrained" / "bert", "--corpus", d / "src",
+                   "--size", "10", "--out", d / "pretrained"],
+        "--out {d}/pretrained contains the input {d}/pretrained/bert"),
+    "pretrain into its tokenizer": (
+        lambda d: ["pretrain", "--corpus", d / "src", "--tokenizer", d / "tok", "--out",
+                   d / "tok", "--settings", "{}"],
+        "--out {d}/tok is the input {d}/tok"),
+    "tokenizer over its corpus": (
+        lambda d: ["tokenizer", "--corpus", d / "src", "--out", d / "src", "--vocab-size", "50"],
+        "--out {d}/src is the input {d}/src"),
+    "evaluate over its hypotheses": (
+        lambda d: ["evaluate", "--summary", d / RUN / "train_summary.json", "--run-config",
+                   d / RUN / "config.json", "--split", "test", "--hyp", d / "hyp", "--ref",
+                   d / "ref", "--out", d / "hyp"],
+        "--out {d}/hyp is the input {d}/hyp"),
+    "bootstrap over its reference": (
+        lambda d: ["bootstrap", "--hyp", d / "hyp", "--baseline", d / "hyp", "--ref", d / "ref",
+                   "--out", d / "ref"],
+        "--out {d}/ref is the input {d}/ref"),
+    "buckets over its hypotheses": (
+        lambda d: ["buckets", "--hyp", d / "hyp", "--ref", d / "ref", "--out", d / "hyp",
+                   "--cutoffs", "5"],
+        "--out {d}/hyp is the input {d}/hyp"),
+    "soft targets over the training sources": (
+        lambda d: ["soft-targets", *run_args(d), "--train-src", d / "src", "--train-tgt",
+                   d / "ref", "--valid-src", d / "src", "--valid-tgt", d / "ref", "--out",
+                   d / "src"],
+        "--out {d}/src is the input {d}/src"),
+    "latency over the baseline's summary": (
+        lambda d: ["latency", *run_args(d), "--src", d / "src", "--baseline-run-dir",
+                   d / RUN, "--out", d / RUN / "train_summary.json"],
+        "--out {d}/" + RUN + "/train_summary.json is the input"),
+    "train in a directory holding its data": (
+        lambda d: ["train", "--run-dir", d, "--config", "{}", "--train-src", d / "src",
+                   "--train-tgt", d / "ref", "--valid-src", d / "src", "--valid-tgt", d / "ref",
+                   "--src-tokenizer", d / "tok", "--tgt-tokenizer", d / "tok"],
+        "--run-dir {d} contains the input {d}/src"),
+    "train over the BERT it loads": (
+        lambda d: ["train", "--run-dir", d / "pretrained" / "bert", "--config", "{}",
+                   "--train-src", d / "src", "--train-tgt", d / "ref", "--valid-src",
+                   d / "src", "--valid-tgt", d / "ref", "--src-tokenizer", d / "tok",
+                   "--tgt-tokenizer", d / "tok", "--pretrained",
+                   f"src_bert={d / 'pretrained' / 'bert'}"],
+        "--run-dir {d}/pretrained/bert is the input {d}/pretrained/bert"),
+    "report into a run": (
+        lambda d: ["report", "--results", d, "--out", d / RUN / "config.json", "--config", "{}"],
+        "--out {d}/" + RUN + "/config.json lies inside the input {d}/runs"),
+    "prepare into its downloads": (
+        lambda d: ["prepare", "--dataset", "x", "--spec", "{}", "--downloads", d / "downloads",
+                   "--out", d / "downloads" / "prepared"],
+        "--out {d}/downloads/prepared lies inside the input {d}/downloads"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_output_over_an_input_is_refused_and_the_input_kept(world, case, capsys):
+    command, expected = CASES[case]
+    before = contents(world)
+    assert cli.main([*map(str, command(world))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {expected.format(d=world)}"), err
+    assert err.rstrip().endswith("the command would overwrite what it reads; write to "
+                                 "another path")
+    assert contents(world) == before
+
+
+def test_a_directory_output_replaces_only_an_earlier_output_of_its_command(tmp_path):
+    """An unrelated directory is never deleted; an empty one or an earlier output is."""
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match=r"mine: a directory that is not an earlier output of "
+                                         r"this command \(it has no summary.json\)"):
+        with atomic_directory(foreign, "summary.json") as out:
+            (out / "summary.json").write_text("{}")
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="a file, not a directory"):
+        with atomic_directory(tmp_path / "file", "summary.json"):
+            pass
+    assert (tmp_path / "file").read_text() == "x"
+
+    for first in ("empty", "earlier"):
+        target = tmp_path / first
+        target.mkdir()
+        if first == "earlier":
+            (target / "summary.json").write_text("{}")
+            (target / "old").write_text("old")
+        with atomic_directory(target, "summary.json") as out:
+            (out / "summary.json").write_text('{"new": 1}')
+        assert sorted(p.name for p in target.iterdir()) == ["summary.json"]
