@@ -231,10 +231,12 @@ def test_report_by_hand_names_a_malformed_record_in_one_line(smoke_run, tmp_path
     assert err.startswith(f"error: {expected.format(r=copy)}"), err
 
 
-def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path):
+def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, monkeypatch):
     """A finished run's last.pt is damaged, and more epochs are asked for: the train job
     refuses to resume with one line that says what to delete. Doing exactly that, the next
     run trains it again from the start and its row is a number, not "missing"."""
+    from nmtbench import cli
+
     table = tmp_path / "table.yaml"
     table.write_text("tables: [toyworld.table1]\n")
     run, tag = run_dir(smoke_copy, "bert-frozen-500", table)
@@ -243,17 +245,20 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path):
     more = tmp_path / "more.yaml"
     more.write_text("experiments: {bert-frozen-500: {max_epochs: 3}}\n")
     configs = ["--configfile", str(SMOKE), str(table), str(more)]
-    assert snakemake(smoke_copy, "--cores", "2", *configs).returncode != 0
+    metrics = str((run / f"metrics.test.{tag}.json").relative_to(smoke_copy))
+    assert snakemake(smoke_copy, "--cores", "2", metrics, *configs).returncode != 0
     log = (smoke_copy / "logs" / "train" / "toy" / "bert-frozen-500" / "seed1.log").read_text()
     advice = re.search(rf"^error: {re.escape(str(last.relative_to(smoke_copy)))}: corrupt .* "
                        r"delete (\S+) to train it again$", log, re.M)
     assert advice, log
 
     shutil.rmtree(smoke_copy / advice.group(1))  # what the line says, nothing more
-    result = snakemake(smoke_copy, "--cores", "2", *configs)
+    result = snakemake(smoke_copy, "--cores", "2", metrics, *configs)
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((run / "train_summary.json").read_text())
-    assert summary["epochs"] == 3
-    row = next(line for line in (smoke_copy / "results" / "tables.md").read_text().splitlines()
+    assert json.loads((run / "train_summary.json").read_text())["epochs"] == 3
+    monkeypatch.chdir(smoke_copy)
+    assert cli.main(["report", "--root", str(ROOT), "--out", str(tmp_path / "tables.md"),
+                     "--configfile", *configs[1:]]) == 0
+    row = next(line for line in (tmp_path / "tables.md").read_text().splitlines()
                if "bert-frozen-500" in line and line.startswith("|"))
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
