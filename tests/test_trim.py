@@ -57,21 +57,19 @@ def test_a_size_without_room_beside_the_special_tokens_is_refused():
         kept_ids({7: 3}, specials=[0, 1, 2], size=3)
 
 
-def test_the_cli_trims_and_refuses_a_size_without_room_in_one_line(tmp_path):
-    import subprocess
-    import sys
+def test_the_cli_trims_and_refuses_a_size_without_room_in_one_line(tmp_path, capsys):
+    from nmtbench.cli import main
 
     save_tiny_bert(tmp_path / "bert", seed=1)
     (tmp_path / "c.txt").write_text("w5 w6\n")
-    run = [sys.executable, "-m", "nmtbench", "trim", "--checkpoint", str(tmp_path / "bert"),
-           "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "out"), "--size"]
-    done = subprocess.run([*run, "7"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    run = ["trim", "--checkpoint", str(tmp_path / "bert"), "--corpus", str(tmp_path / "c.txt"),
+           "--out", str(tmp_path / "out"), "--size"]
+    assert main([*run, "7"]) == 0
     assert len(load_tokenizer(tmp_path / "out")) == 7
-    failed = subprocess.run([*run, "5"], capture_output=True, text=True, timeout=120)
-    assert failed.returncode != 0
-    assert failed.stderr.strip().splitlines()[-1] == (
-        "error: trimmed vocabulary size 5 leaves no room beside the 5 special tokens")
+    capsys.readouterr()
+    assert main([*run, "5"]) == 2
+    assert capsys.readouterr().err == (
+        "error: trimmed vocabulary size 5 leaves no room beside the 5 special tokens\n")
 
 
 def test_a_tokenizer_config_naming_the_full_vocabularys_file_is_not_followed(tmp_path):

@@ -10,6 +10,8 @@ import sys
 import pytest
 from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
 
+from nmtbench import cli
+
 pytestmark = pytest.mark.slow
 
 
@@ -153,7 +155,8 @@ def test_second_run_has_nothing_to_do(smoke_run):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_regenerated_data_never_reports_the_old_runs_numbers(smoke_copy, tmp_path):
+def test_regenerated_data_never_reports_the_old_runs_numbers(smoke_copy, tmp_path,
+                                                             monkeypatch, capsys):
     """The toy world is generated anew (another seed): the finished run's checkpoint is not
     trained on it, so training stops with one line, nothing is reported as current, and a
     report built by hand leaves the old numbers out."""
@@ -174,12 +177,11 @@ def test_regenerated_data_never_reports_the_old_runs_numbers(smoke_copy, tmp_pat
                         r"delete \S+ to train it again\n", log), log
     assert not (run / "train_summary.json").exists()
 
-    report = subprocess.run(
-        [sys.executable, "-m", "nmtbench", "report", "--results", "results", "--out",
-         "again.md", "--root", str(ROOT), "--pretrained", "data/pretrained", "--configfile",
-         str(SMOKE), str(table), str(regenerated)], cwd=smoke_copy, capture_output=True,
-        text=True, timeout=300)
-    assert report.returncode == 0, report.stderr[-2000:]
+    monkeypatch.chdir(smoke_copy)
+    status = cli.main(["report", "--results", "results", "--out", "again.md", "--root",
+                       str(ROOT), "--pretrained", "data/pretrained", "--configfile", str(SMOKE),
+                       str(table), str(regenerated)])
+    assert status == 0, capsys.readouterr().err[-2000:]
     text = (smoke_copy / "again.md").read_text()
     row = next(line for line in text.splitlines() if f"({run.relative_to(smoke_copy)})" in line)
     assert "missing" in row and not re.search(r"\| \d+\.\d\d", row), row
@@ -213,8 +215,6 @@ def test_report_by_hand_names_a_malformed_record_in_one_line(smoke_run, tmp_path
                                                              capsys):
     """`report` without Snakemake on copied results in which one record lost a key or holds
     a word for a number: one line naming the file and the key, never a traceback."""
-    from nmtbench import cli
-
     relative, damage, expected = BROKEN_RECORDS[broken]
     copy = tmp_path / "copied"
     shutil.copytree(smoke_run / "results" / "runs", copy / "runs")
@@ -235,8 +235,6 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     """A finished run's last.pt is damaged, and more epochs are asked for: the train job
     refuses to resume with one line that says what to delete. Doing exactly that, the next
     run trains it again from the start and its row is a number, not "missing"."""
-    from nmtbench import cli
-
     table = tmp_path / "table.yaml"
     table.write_text("tables: [toyworld.table1]\n")
     run, tag = run_dir(smoke_copy, "bert-frozen-500", table)
