@@ -253,11 +253,13 @@ def cmd_trim(args: argparse.Namespace) -> None:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> None:
+    from nmtbench.config import check_pretrain_settings
     from nmtbench.pretraining import pretrain
 
+    settings = json_object(args.settings, "--settings")
+    check_pretrain_settings(settings, "--settings")
     _threads(args.threads)
-    summary = pretrain(args.corpus, args.tokenizer, args.out,
-                       json_object(args.settings, "--settings"))
+    summary = pretrain(args.corpus, args.tokenizer, args.out, settings)
     logging.info("pre-training finished: held-out %s", summary["heldout"])
 
 

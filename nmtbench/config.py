@@ -388,6 +388,16 @@ def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCH
     _check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
 
 
+def check_pretrain_settings(settings: dict[str, Any], where: str,
+                            schema_path: str | Path = SCHEMA) -> None:
+    """A pre-training's settings as `pretrain` receives them, checked against the schema's
+    pretraining entries (without where the corpus comes from) as the workflow checks them."""
+    schema = load_yaml(Path(schema_path).read_text())
+    spec = dict(schema["properties"]["pretraining"]["additionalProperties"])
+    spec["required"] = [key for key in spec["required"] if key not in ("dataset", "side")]
+    _check_against({**spec, "$defs": schema["$defs"]}, settings, f"{where}: key 'settings")
+
+
 def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -> None:
     """Settings the config schema does not reach (papers' decoding, dataset overrides)
     against its definitions; `where` is the message's prefix up to the key."""

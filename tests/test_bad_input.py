@@ -212,6 +212,10 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
     "snapshot, not a hub name": (
         lambda d: ["snapshot", "../../etc", "--out", d / "snap"],
         "checkpoint '../../etc' is not a hub name (NAME or ORGANISATION/NAME)"),
+    "pretrain, no held-out sentences": (
+        lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "run", "--out",
+                   d / "bert", "--settings", '{"model": "bert", "heldout_sentences": 0}'],
+        "--settings: key 'settings.heldout_sentences': 0 is less than the minimum of 1"),
     "export, a negative --average-last": (
         lambda d: ["export", "--run-dir", d / "run", "--out", d / "hf", "--average-last", "-3"],
         "python -m nmtbench export: argument --average-last: -3 is less than 0"),
