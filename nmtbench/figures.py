@@ -27,7 +27,7 @@ from nmtbench.fileio import atomic_path, read_jsonl  # noqa: E402
 from nmtbench.metric_registry import METRICS  # noqa: E402
 from nmtbench.papers import Figure  # noqa: E402
 from nmtbench.plan import Cell, Plan, buckets_file  # noqa: E402
-from nmtbench.records import read_result  # noqa: E402
+from nmtbench.records import is_number, read_result  # noqa: E402
 from nmtbench.results import Results  # noqa: E402
 
 
@@ -184,7 +184,7 @@ def _valid_bleu(log: Path, axis: str) -> dict[int, float]:
     points = {record.get(axis): record.get("valid_bleu") for record in read_jsonl(log)
               if record.get("event") == "valid" and "valid_bleu" in record}
     for x, bleu in points.items():
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, bleu)):
+        if not (is_number(x) and is_number(bleu)):
             raise InputError(f"{log}: a valid event's {axis} and valid_bleu must be numbers, "
                              f"got {x!r} and {bleu!r}")
     return {x: float(bleu) for x, bleu in points.items()}
@@ -195,8 +195,8 @@ def _bucket_record(path: Path) -> dict | None:
     {bucket, bleu} entries, bleu a number or null, is an error naming it."""
     data = read_result(path, keys=("buckets",))
     if data is not None and not (isinstance(data["buckets"], list) and all(
-            isinstance(b, dict) and "bucket" in b and (b.get("bleu") is None or (
-                isinstance(b["bleu"], int | float) and not isinstance(b["bleu"], bool)))
+            isinstance(b, dict) and "bucket" in b and (b.get("bleu") is None
+                                                       or is_number(b["bleu"]))
             for b in data["buckets"])):
         raise InputError(f"{path}: key 'buckets' must be a list of {{bucket, bleu}} entries")
     return data

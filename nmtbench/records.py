@@ -12,6 +12,11 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import read_json
 
 
+def is_number(value: Any) -> bool:
+    """An int or float from JSON (true and false are ints to Python, not numbers here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def read_result(path: str | Path, keys: tuple[str, ...] = (),
                 numbers: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """A JSON record a job writes (metrics, latency, a run's summary), or None while no job
@@ -32,8 +37,7 @@ def read_result(path: str | Path, keys: tuple[str, ...] = (),
                 raise InputError(f"{path}: key {key!r} is missing")
             value = value[part]
         else:
-            if key in numbers and (isinstance(value, bool)
-                                   or not isinstance(value, int | float)):
+            if key in numbers and not is_number(value):
                 raise InputError(f"{path}: key {key.removesuffix('?')!r} must be a number, "
                                  f"got {value!r}")
     return data
@@ -61,10 +65,10 @@ def run_inputs(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir)
     found = [run_dir / name for name in RUN_FILES]
     try:
-        paths = read_result(run_dir / "config.json") or {}
+        config = read_result(run_dir / "config.json") or {}
     except InputError:
         return found
-    pending = [paths.get("paths")]
+    pending = [config.get("paths")]
     while pending:
         value = pending.pop()
         if isinstance(value, dict):

@@ -9,7 +9,7 @@ from nmtbench import layout, provenance
 from nmtbench.errors import InputError
 from nmtbench.metric_registry import METRICS
 from nmtbench.plan import Cell, Plan, bootstrap_file
-from nmtbench.records import read_result
+from nmtbench.records import is_number, read_result
 
 BETTER, WORSE = "▲", "▼"
 
@@ -121,6 +121,6 @@ def _get(data: dict, keys: tuple[str, ...], path: Path) -> float:
         if not isinstance(value, dict) or key not in value:
             raise InputError(f"{path}: missing key '{'.'.join(keys)}'")
         value = value[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise InputError(f"{path}: key '{'.'.join(keys)}' must be a number, got {value!r}")
     return float(value)
