@@ -18,9 +18,9 @@ import json
 
 import torch
 
+from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.fileio import read_lines
-from nmtbench.pretrained import load_model
-from nmtbench.tokenization import load_tokenizer
+from nmtbench.models.pretrained import load_model
 
 
 @torch.no_grad()

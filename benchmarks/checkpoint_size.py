@@ -6,9 +6,9 @@ every file) and now (no frozen pre-trained weights; Adam's moments in last.pt on
     python benchmarks/checkpoint_size.py
 """
 
-from methods import get_method
-from nmtbench.method import Vocab
-from nmtbench.pretrained import model_config
+from nmtbench.data.tokenization import Vocab
+from nmtbench.methods import get_method
+from nmtbench.models.pretrained import model_config
 
 SETTINGS = {"method": "abnet", "size": "base", "src_bert": "bert-base-cased",
             "tgt_bert": "bert-base-german-cased", "adapter_dim": 2048, "decoding": "nat"}

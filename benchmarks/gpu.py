@@ -15,11 +15,11 @@ GPU machine in a few minutes:
   the frozen BERTs' forward passes included), divided by the card's dense bf16 peak and, beside
   it, by the bf16 matrix-product rate measured in the same run;
 - decoding: batch-1 latency (median and 90th percentile over 40 sentences after 5 warm-ups,
-  the models alternating sentence by sentence, as `nmtbench.latency` does) and sentences/s at
-  batch 64. Random weights would decode to arbitrary lengths, so the work is fixed: sources of
-  30 tokens, beam 5 emitting exactly 30 tokens; mask-predict with its 4 length candidates at
-  29-32 tokens, every one running all 10 iterations (fresh noise on the scores keeps its early
-  stop from firing: an upper bound, since trained models often stop sooner).
+  the models alternating sentence by sentence, as `nmtbench.evaluation.latency` does) and
+  sentences/s at batch 64. Random weights would decode to arbitrary lengths, so the work is fixed:
+  sources of 30 tokens, beam 5 emitting exactly 30 tokens; mask-predict with its 4 length
+  candidates at 29-32 tokens, every one running all 10 iterations (fresh noise on the scores keeps
+  its early stop from firing: an upper bound, since trained models often stop sooner).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmtbench.config import check, load_config
-from nmtbench.decoding import beam_search
+from nmtbench.evaluation.latency import per_item_ms, summarize
+from nmtbench.evaluation.params import build_model
 from nmtbench.fileio import write_json
-from nmtbench.latency import per_item_ms, summarize
-from nmtbench.mask_predict import mask_predict
-from nmtbench.method import Batch, Model, Progress
-from nmtbench.params import build_model
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import Batch, Model, Progress
+from nmtbench.models.mask_predict import mask_predict
+from nmtbench.workflow.config import check, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = "wmt14-en-de"

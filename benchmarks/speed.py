@@ -7,7 +7,7 @@ process on this machine, alternating, so the ratios hold on noisy shared CPUs.
 
 - training: one epoch of our trainer (its own clock: updates only) against a plain PyTorch loop
   over the same batches, with the same loss, optimiser and schedule, on the FSMT model exported
-  from the same initial weights (`nmtbench.export`);
+  from the same initial weights (`nmtbench.export.fsmt`);
 - decoding: beam 5 on the test set, batches of 64 sentences of similar length (sentences/s),
   and one sentence at a time (median latency), ours against `generate()` and CTranslate2
   (float32) on the trained Transformer's weights; the agreement of their outputs with ours is
@@ -32,15 +32,15 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.decoding import beam_search
-from nmtbench.export import to_ctranslate2, to_fsmt
+from nmtbench.data.tokenization import encode_sources
+from nmtbench.evaluation.translate import load_run_model
+from nmtbench.export.fsmt import to_ctranslate2, to_fsmt
 from nmtbench.fileio import read_lines, write_json
-from nmtbench.losses import label_smoothed_nll
-from nmtbench.mask_predict import mask_predict
-from nmtbench.tokenization import encode_sources
-from nmtbench.train_config import inverse_sqrt_lr
-from nmtbench.trainer import Trainer
-from nmtbench.translate import load_run_model
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.losses import label_smoothed_nll
+from nmtbench.models.mask_predict import mask_predict
+from nmtbench.training.trainer import Trainer
+from nmtbench.workflow.train_settings import inverse_sqrt_lr
 
 BEAM, BATCH, LENGTHS, ITERATIONS = 5, 64, 4, 10
 TARGETS = {  # the targets: ours / peer, higher is better

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nmtbench import decode_settings
-from nmtbench.decode_settings import at_least
 from nmtbench.errors import InputError
-from nmtbench.metric_registry import BOOTSTRAP_SCORES, DETOK_LANGS
+from nmtbench.workflow import decode_settings
+from nmtbench.workflow.decode_settings import at_least
+from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES, DETOK_LANGS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,8 +65,8 @@ def _threads(n: int | None) -> None:
 
 
 def cmd_toyworld(args: argparse.Namespace) -> None:
-    from nmtbench.config import check_world
-    from nmtbench.toyworld import WorldConfig, generate
+    from nmtbench.data.toyworld import WorldConfig, generate
+    from nmtbench.workflow.config import check_world
 
     world = json_object(args.world, "--world") if args.world else {}
     names = ("train_pairs", "valid_pairs", "test_pairs", "mono_sentences")
@@ -82,13 +82,13 @@ def cmd_toyworld(args: argparse.Namespace) -> None:
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> None:
-    from nmtbench.tokenization import train_wordpiece
+    from nmtbench.data.tokenization import train_wordpiece
 
     train_wordpiece(args.corpus, args.out, args.vocab_size, lowercase=args.lowercase)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from nmtbench.trainer import Trainer
+    from nmtbench.training.trainer import Trainer
 
     _threads(args.threads)
     paths: dict[str, Any] = {k: getattr(args, k) for k in (
@@ -102,7 +102,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 def train_settings(text: str) -> dict[str, Any]:
     """`train --config`: a run's resolved settings, checked against config/schema.yaml as
     the workflow checks an experiment's; else one line naming --config and the key."""
-    from nmtbench.config import check_run_settings
+    from nmtbench.workflow.config import check_run_settings
 
     cfg = json_object(text, "--config")
     check_run_settings(cfg, "--config")
@@ -121,8 +121,8 @@ def _named(items: list[str], option: str, form: str) -> dict[str, str]:
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
+    from nmtbench.evaluation.translate import translate_file
     from nmtbench.fileio import write_json
-    from nmtbench.translate import translate_file
 
     _threads(args.threads)
     settings = decode_settings.from_arguments(args, batch_size=args.batch_size)
@@ -133,7 +133,7 @@ def cmd_decode(args: argparse.Namespace) -> None:
 
 
 def cmd_soft_targets(args: argparse.Namespace) -> None:
-    from nmtbench.soft_targets import dump
+    from nmtbench.training.soft_targets import dump
 
     _threads(args.threads)
     dump(args.run_dir, args.train_src, args.train_tgt, args.valid_src, args.valid_tgt,
@@ -141,7 +141,7 @@ def cmd_soft_targets(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from nmtbench.export import export_run
+    from nmtbench.export.fsmt import export_run
 
     out = export_run(args.run_dir, args.out, args.checkpoint, args.average_last)
     print(f"wrote {out}: load it with AutoModelForSeq2SeqLM.from_pretrained and "
@@ -149,7 +149,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from nmtbench.evaluate import evaluate_run
+    from nmtbench.evaluation.evaluate import evaluate_run
 
     metrics = evaluate_run(args.summary, args.run_config, args.split, args.hyp, args.ref,
                            args.out, lowercase=args.lowercase, detok_lang=args.detok_lang,
@@ -159,7 +159,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_latency(args: argparse.Namespace) -> None:
-    from nmtbench.latency import measure_latency
+    from nmtbench.evaluation.latency import measure_latency
 
     _threads(args.threads)
     settings = decode_settings.from_arguments(args)
@@ -180,7 +180,7 @@ def cmd_latency(args: argparse.Namespace) -> None:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> None:
-    from nmtbench.analysis import paired_bootstrap
+    from nmtbench.evaluation.analysis import paired_bootstrap
 
     result = paired_bootstrap(args.hyp, args.baseline, args.ref, args.out, samples=args.samples,
                               seed=args.seed, lowercase=args.lowercase, score=args.score)
@@ -189,20 +189,20 @@ def cmd_bootstrap(args: argparse.Namespace) -> None:
 
 
 def cmd_buckets(args: argparse.Namespace) -> None:
-    from nmtbench.analysis import length_buckets
+    from nmtbench.evaluation.analysis import length_buckets
 
     length_buckets(args.hyp, args.ref, args.out, cutoffs=args.cutoffs, lowercase=args.lowercase)
 
 
 def cmd_download(args: argparse.Namespace) -> None:
-    from nmtbench.download import download
+    from nmtbench.data.download import download
 
     digest = download(args.url, args.out, args.sha256, md5=args.md5, retries=args.retries)
     logging.info("downloaded %s (sha256 %s)", args.out, digest)
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from nmtbench.recipes import prepare
+    from nmtbench.data.recipes import prepare
 
     manifest = prepare(args.dataset, json_object(args.spec, "--spec"), args.downloads, args.out,
                        workers=args.workers)
@@ -211,7 +211,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_monolingual(args: argparse.Namespace) -> None:
-    from nmtbench.monolingual import prepare_monolingual
+    from nmtbench.data.monolingual import prepare_monolingual
 
     manifest = prepare_monolingual(args.dataset, json_object(args.spec, "--spec"), args.corpus,
                                    args.downloads, args.out, workers=args.workers,
@@ -220,8 +220,8 @@ def cmd_monolingual(args: argparse.Namespace) -> None:
 
 
 def cmd_params(args: argparse.Namespace) -> None:
-    from nmtbench.config import check, load_config
-    from nmtbench.params import count_parameters
+    from nmtbench.evaluation.params import count_parameters
+    from nmtbench.workflow.config import check, load_config
 
     root = Path(args.root).resolve()
     config = load_config([root / "config" / "config.yaml",
@@ -236,15 +236,15 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> None:
-    from nmtbench import layout
-    from nmtbench.pretrained import snapshot
+    from nmtbench.models.pretrained import snapshot
+    from nmtbench.workflow import layout
 
     out = snapshot(args.name, args.out or layout.PRETRAINED_DIR.format(pretrained=args.name))
     logging.info("checkpoint %s saved to %s", args.name, out)
 
 
 def cmd_trim(args: argparse.Namespace) -> None:
-    from nmtbench.trim import trim_checkpoint
+    from nmtbench.models.trim import trim_checkpoint
 
     summary = trim_checkpoint(args.checkpoint, args.corpus, args.size, args.out)
     logging.info("checkpoint %s trimmed to %d of %d pieces (%.2f%% of the corpus pieces kept): "
@@ -253,8 +253,8 @@ def cmd_trim(args: argparse.Namespace) -> None:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> None:
-    from nmtbench.config import check_pretrain_settings
-    from nmtbench.pretraining import pretrain
+    from nmtbench.training.pretraining import pretrain
+    from nmtbench.workflow.config import check_pretrain_settings
 
     settings = json_object(args.settings, "--settings")
     check_pretrain_settings(settings, "--settings")
@@ -264,15 +264,15 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from nmtbench.metrics import score_files
+    from nmtbench.evaluation.metrics import score_files
 
     print(json.dumps(score_files(args.hyp, args.ref, lowercase=args.lowercase,
                                  detok_lang=args.detok_lang)))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from nmtbench.config import check, load_config
-    from nmtbench.report import write_report
+    from nmtbench.report.tables import write_report
+    from nmtbench.workflow.config import check, load_config
 
     root = Path(args.root).resolve()
     config = json_object(args.config, "--config") if args.config else load_config(
@@ -295,7 +295,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("soft-targets", help="a C-MLM teacher run's top-K soft targets of "
-                       "a training set (methods/bert_kd.py)")
+                       "a training set (nmtbench/methods/bert_kd.py)")
     s.add_argument("--run-dir", required=True, help="the teacher's (c-mlm) run directory")
     for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
         s.add_argument(f"--{name}", required=True)
@@ -329,7 +329,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--pretrained", action="append", default=[], metavar="ROLE=DIR",
                    help="a checkpoint the method loads, e.g. src_bert=data/pretrained/x")
     s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
-                   help="another run's output the run trains with (nmtbench.trainer "
+                   help="another run's output the run trains with (nmtbench.training.trainer "
                    "RUN_INPUTS), e.g. init_from=results/runs/.../checkpoints/best.pt")
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=POSITIVE)
@@ -356,7 +356,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
     s.add_argument("--out", required=True)
     s.add_argument("--settings", required=True,
-                   help="JSON object of nmtbench.pretrain_config.PretrainConfig fields")
+                   help="JSON object of nmtbench.workflow.pretrain_settings.PretrainConfig fields")
     s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_pretrain)
 
@@ -490,7 +490,7 @@ def parser() -> argparse.ArgumentParser:
                        "back-translation, processed as a real dataset's target side")
     s.add_argument("--dataset", required=True)
     s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
-    s.add_argument("--corpus", required=True, help="a corpus of nmtbench.monolingual.CORPORA, "
+    s.add_argument("--corpus", required=True, help="a corpus of nmtbench.data.monolingual.CORPORA, "
                    "e.g. english-wikipedia")
     s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
     s.add_argument("--out", required=True, help="the sentences, one a line; the manifest goes "

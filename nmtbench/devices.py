@@ -1,18 +1,23 @@
-"""Choosing the device a job runs on, and naming the hardware in results."""
+"""Choosing the device a job runs on, and naming the hardware in results (torch is imported
+where a device is resolved: the report names the CPU without it)."""
 
 from __future__ import annotations
 
 import platform
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from nmtbench.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def resolve_device(name: str) -> torch.device:
     """`auto` is CUDA when present, else CPU; asking for CUDA without it (or for a GPU this
     machine does not have, or a device torch does not know) is an error."""
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -41,4 +46,6 @@ def cpu_model() -> str:
 
 def hardware_name(device: torch.device) -> str:
     """The GPU model for CUDA devices, else "cpu" (the report adds the CPU model)."""
+    import torch
+
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

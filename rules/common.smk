@@ -3,14 +3,14 @@ import os
 import re
 import sys
 
-from nmtbench import config as nmtconfig
-from nmtbench import layout
-from nmtbench.checkpoint_names import checkpoint_dir
+from nmtbench.workflow import config as nmtconfig
+from nmtbench.workflow import layout
+from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.errors import InputError
-from nmtbench.metric_registry import BOOTSTRAP_SCORES
-from nmtbench.plan import generated
-from nmtbench.download import source_url
-from nmtbench.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
+from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES
+from nmtbench.workflow.plan import generated
+from nmtbench.data.download import source_url
+from nmtbench.data.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
 
 try:
     nmtconfig.check_no_aliases(config)
@@ -104,7 +104,7 @@ def monolingual_datasets():
 
 
 def monolingual_inputs(wildcards):
-    from nmtbench.monolingual import download_paths
+    from nmtbench.data.monolingual import download_paths
 
     return download_paths(dataset_spec(wildcards)["back_translation"]["corpus"])
 

@@ -12,8 +12,8 @@ from filelock import FileLock
 from smoke import snakemake
 from tiny_checkpoints import TINY_BERTS, save_tiny_bert
 
-from nmtbench.tokenization import train_wordpiece
-from nmtbench.toyworld import WorldConfig, generate
+from nmtbench.data.tokenization import train_wordpiece
+from nmtbench.data.toyworld import WorldConfig, generate
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # as many workers as cores: torch's own threads on top of them would only wait on each

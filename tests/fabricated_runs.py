@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from nmtbench.config import check
-from nmtbench.plan import Plan
+from nmtbench.workflow.config import check
+from nmtbench.workflow.plan import Plan
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = "toypaper"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nmtbench.config import check, load_config
+from nmtbench.workflow.config import check, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "config" / "smoke.yaml"

@@ -9,9 +9,9 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 
-from nmtbench.analysis import RougeF1, length_buckets, paired_bootstrap
 from nmtbench.errors import InputError
-from nmtbench.metrics import bleu, rouge
+from nmtbench.evaluation.analysis import RougeF1, length_buckets, paired_bootstrap
+from nmtbench.evaluation.metrics import bleu, rouge
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
          "rho sigma tau upsilon").split()
@@ -118,8 +118,8 @@ def test_rouge_bootstrap_marks_a_system_on_rouge_where_bleu_sees_nothing(files,
 
 
 def test_every_score_a_metric_is_marked_by_can_be_bootstrapped() -> None:
-    from nmtbench.analysis import SCORERS
-    from nmtbench.metric_registry import BOOTSTRAP_SCORES, METRICS
+    from nmtbench.evaluation.analysis import SCORERS
+    from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES, METRICS
 
     assert tuple(SCORERS) == BOOTSTRAP_SCORES
     assert {m.significance for m in METRICS.values()} - {None} == set(BOOTSTRAP_SCORES)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench import config as nmtconfig
-from nmtbench.data import read_back_translations
 from nmtbench.errors import InputError
-from nmtbench.trainer import Trainer
+from nmtbench.training.batches import read_back_translations
+from nmtbench.training.trainer import Trainer
+from nmtbench.workflow import config as nmtconfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "config" / "schema.yaml"

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from nmtbench import analysis, cli
+from nmtbench import cli
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
+from nmtbench.evaluation import analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (INFO|WARNING) ")
@@ -300,7 +301,7 @@ def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
     """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
     import argparse
 
-    from nmtbench.papers import load_yaml
+    from nmtbench.workflow.papers import load_yaml
 
     schema = load_yaml((ROOT / "config" / "schema.yaml").read_text())
     least = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]["minimum"]

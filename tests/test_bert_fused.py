@@ -1,4 +1,4 @@
-"""BERT-fused NMT (`methods/bert_fused.py`) beyond the method contract: drop-net's branch
+"""BERT-fused NMT (`nmtbench/methods/bert_fused.py`) beyond the method contract: drop-net's branch
 frequencies, inference averaging, the warm start from a Transformer run, and that the NMT part
 reads exactly what its warm-start parent read."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
 
-import methods.bert_fused as bert_fused
-from methods import get_method
+import nmtbench.methods.bert_fused as bert_fused
 from nmtbench.errors import InputError
-from nmtbench.method import Batch
+from nmtbench.methods import get_method
+from nmtbench.models.contract import Batch
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 2,
          "decoder_layers": 2, "dropout": 0.0, "max_positions": 64}

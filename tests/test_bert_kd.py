@@ -1,7 +1,7 @@
-"""BERT as a teacher (methods/bert_kd.py, nmtbench/soft_targets.py): the C-MLM objective masks
-only the target, the soft-target dump masks each target position once and stores what a
-forward pass gives, soft targets follow their pairs through length filtering, and the student's
-loss is Eq. 5 computed by hand."""
+"""BERT as a teacher (nmtbench/methods/bert_kd.py, nmtbench/training/soft_targets.py): the C-MLM
+objective masks only the target, the soft-target dump masks each target position once and stores
+what a forward pass gives, soft targets follow their pairs through length filtering, and the
+student's loss is Eq. 5 computed by hand."""
 
 import json
 import re
@@ -14,14 +14,14 @@ from test_run_inputs import write_bert_corpus
 from tiny_checkpoints import BERT_VOCAB, TOKENS, save_tiny_bert
 from transformers import BertTokenizer
 
-from methods import get_method
-from methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS, joined
-from nmtbench import soft_targets
-from nmtbench.data import ParallelData
+from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
-from nmtbench.method import Batch
-from nmtbench.tokenization import load_tokenizer
-from nmtbench.trainer import Trainer
+from nmtbench.methods import get_method
+from nmtbench.methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS, joined
+from nmtbench.models.contract import Batch
+from nmtbench.training import soft_targets
+from nmtbench.training.batches import ParallelData
+from nmtbench.training.trainer import Trainer
 
 V = BERT_VOCAB
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
@@ -248,7 +248,7 @@ def test_a_left_to_right_teachers_positions_are_masked_one_at_a_time(bert_dir, t
     """Masks left of a position would hide the context an l2r teacher reads."""
     from safetensors.torch import load_file
 
-    from nmtbench.translate import load_run_model
+    from nmtbench.evaluation.translate import load_run_model
 
     paths = write_bert_corpus(tmp_path)
     words = TOKENS[5:]
@@ -283,7 +283,7 @@ def default_config() -> dict:
 
 
 def test_a_student_trains_on_its_teachers_soft_targets_in_its_vocabulary():
-    from nmtbench import config as nmtconfig
+    from nmtbench.workflow import config as nmtconfig
 
     cfg, root = default_config()
     plan = nmtconfig.check(cfg, root / "config" / "schema.yaml")
@@ -309,7 +309,7 @@ def test_a_student_trains_on_its_teachers_soft_targets_in_its_vocabulary():
      "'no-such-teacher' is not an implemented experiment"),
 ])
 def test_a_teacher_that_is_no_c_mlm_run_is_a_config_error(mutate, message):
-    from nmtbench import config as nmtconfig
+    from nmtbench.workflow import config as nmtconfig
 
     cfg, root = default_config()
     cfg.setdefault("experiments", {})
@@ -319,7 +319,7 @@ def test_a_teacher_that_is_no_c_mlm_run_is_a_config_error(mutate, message):
 
 
 def test_a_teacher_cannot_be_a_table_row():
-    from nmtbench import config as nmtconfig
+    from nmtbench.workflow import config as nmtconfig
 
     cfg, root = default_config()
     plan = nmtconfig.check(cfg, root / "config" / "schema.yaml")

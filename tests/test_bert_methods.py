@@ -7,10 +7,11 @@ import torch.nn.functional as F
 from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
 from torch import nn
 
-from methods import get_method
-from methods.bert_encoder import BertFrozen, BertInit
+from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
-from nmtbench.method import Batch, Vocab
+from nmtbench.methods import get_method
+from nmtbench.methods.bert_encoder import BertFrozen, BertInit
+from nmtbench.models.contract import Batch
 
 TGT = Vocab(size=23, pad=0, bos=1, eos=2, unk=3, mask=4)
 # decoder narrower (16) than the BERT (32): cross-attention projects the BERT width
@@ -161,8 +162,8 @@ def test_embeddings_without_nmt_encoder_layers_still_project_the_bert_width(bert
 def test_a_source_longer_than_the_berts_positions_is_one_line_naming_it(bert):
     """The BERT (64 positions here, 512 for BERT-base) would fail inside Hugging Face's code;
     decoding names the line first, before translating any."""
-    from nmtbench.tokenization import load_tokenizer
-    from nmtbench.translate import translate_lines
+    from nmtbench.data.tokenization import load_tokenizer
+    from nmtbench.evaluation.translate import translate_lines
 
     model = build("bert-frozen", bert).eval()
     tok = load_tokenizer(bert[0])

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench import config as nmtconfig
-from nmtbench.config import NAME_RULE
 from nmtbench.errors import InputError
-from nmtbench.papers import PAPERS_DIR
+from nmtbench.workflow import config as nmtconfig
+from nmtbench.workflow.config import NAME_RULE
+from nmtbench.workflow.papers import PAPERS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "config" / "schema.yaml"
@@ -496,7 +496,7 @@ def test_a_chain_of_warm_starts_may_not_come_back(cfg):
 def test_the_schemas_trainer_settings_are_train_configs_fields():
     from dataclasses import fields
 
-    from nmtbench.train_config import TrainConfig
+    from nmtbench.workflow.train_settings import TrainConfig
 
     trainer = yaml.safe_load(SCHEMA.read_text())["$defs"]["trainer"]["properties"]
     assert set(trainer) == {f.name for f in fields(TrainConfig)}
@@ -505,7 +505,7 @@ def test_the_schemas_trainer_settings_are_train_configs_fields():
 def test_the_schemas_toy_world_keys_are_world_config_fields_and_split_sizes():
     from dataclasses import fields
 
-    from nmtbench.toyworld import WorldConfig
+    from nmtbench.data.toyworld import WorldConfig
 
     world = yaml.safe_load(SCHEMA.read_text())["properties"]["datasets"][
         "additionalProperties"]["properties"]["world"]
@@ -518,14 +518,14 @@ def test_the_schemas_toy_world_keys_are_world_config_fields_and_split_sizes():
 def test_the_schemas_decode_keys_are_decode_settings_fields():
     from dataclasses import fields
 
-    from nmtbench.decode_settings import DecodeSettings
+    from nmtbench.workflow.decode_settings import DecodeSettings
 
     decode = yaml.safe_load(SCHEMA.read_text())["$defs"]["decode"]["properties"]
     assert set(decode) == {f.name for f in fields(DecodeSettings)} - {"decoding"}
 
 
 def test_the_papers_metrics_are_the_registrys():
-    from nmtbench.metric_registry import METRICS
+    from nmtbench.workflow.metric_registry import METRICS
 
     papers = yaml.safe_load((PAPERS_DIR / "schema.yaml").read_text())
     assert papers["$defs"]["metric"]["enum"] == list(METRICS)
@@ -534,7 +534,7 @@ def test_the_papers_metrics_are_the_registrys():
 def test_the_schema_types_every_pre_training_setting():
     from dataclasses import fields
 
-    from nmtbench.pretrain_config import PretrainConfig
+    from nmtbench.workflow.pretrain_settings import PretrainConfig
 
     schema = yaml.safe_load(SCHEMA.read_text())
     typed = set(schema["properties"]["pretraining"]["additionalProperties"]["properties"])

@@ -1,4 +1,4 @@
-"""nmtbench.corpora: reading members of downloaded archives in the releases' formats."""
+"""nmtbench.data.corpora: reading members of downloaded archives in the releases' formats."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nmtbench.corpora import Part, read_parallel_parts, read_part
+from nmtbench.data.corpora import Part, read_parallel_parts, read_part
 from nmtbench.errors import InputError
 
 SGM = (
@@ -123,7 +123,7 @@ def test_read_part_invalid_utf8_replaced_and_logged(tmp_path, caplog):
     """Bad bytes become U+FFFD (a real U+FFFD in the text is not counted as bad)."""
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "bad.txt").write_bytes(b"ok\nbad \xff here\n" + "\ufffd\n".encode())
-    with caplog.at_level("WARNING", logger="nmtbench.corpora"):
+    with caplog.at_level("WARNING", logger="nmtbench.data.corpora"):
         lines = read_part(Part("s", "bad.txt"), tmp_path)
     assert lines == ["ok", "bad \ufffd here", "\ufffd"]
     assert "1 invalid UTF-8" in caplog.text

@@ -1,4 +1,4 @@
-"""CTNMT (`methods/ctnmt.py`) beyond the method contract: the dynamic switch's gate, the
+"""CTNMT (`nmtbench/methods/ctnmt.py`) beyond the method contract: the dynamic switch's gate, the
 slanted-triangular rate of the BERT's parameter group (and the trainer applying it), and
 asymptotic distillation."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from tiny_checkpoints import BERT_VOCAB, save_byte_level_gpt2, save_tiny_bert, save_tiny_gpt2
 
-from methods import get_method
-from methods.ctnmt import slanted_triangle
 from nmtbench.errors import InputError
-from nmtbench.method import Batch, Progress
+from nmtbench.methods import get_method
+from nmtbench.methods.ctnmt import slanted_triangle
+from nmtbench.models.contract import Batch, Progress
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
          "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}
@@ -226,7 +226,7 @@ def test_gpt2_rows_run_with_the_public_gpt2_and_on_the_toy_world():
     vocabulary); on the toy world the GPT-2 pre-trained on each side stands in."""
     from pathlib import Path
 
-    from nmtbench import config as nmtconfig
+    from nmtbench.workflow import config as nmtconfig
 
     root = Path(__file__).resolve().parents[1]
     files = [root / "config" / "config.yaml"]
@@ -251,9 +251,9 @@ def test_a_byte_level_gpt2_teaches_through_training_and_decoding(side, bert, toy
     special token) is the distilled side's teacher and vocabulary: the run trains, its teacher
     has two zero rows more ([PAD], [MASK]) and its translations are text. (Into the decoder,
     `src_bert` names the source side's BERT, which distillation alone never loads.)"""
-    from nmtbench.decode_settings import DecodeSettings
-    from nmtbench.trainer import Trainer
-    from nmtbench.translate import load_run_model, translate_file
+    from nmtbench.evaluation.translate import load_run_model, translate_file
+    from nmtbench.training.trainer import Trainer
+    from nmtbench.workflow.decode_settings import DecodeSettings
 
     short = "src" if side == "encoder" else "tgt"
     teacher = tmp_path / "gpt2"

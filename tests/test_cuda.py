@@ -23,12 +23,12 @@ from test_method_contract import (
 )
 from test_trainer import CFG
 
-from nmtbench import soft_targets
-from nmtbench.decoding import beam_search
+from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.fileio import read_lines
-from nmtbench.mask_predict import mask_predict
-from nmtbench.trainer import Trainer
-from nmtbench.translate import load_run_model, translate_lines
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.mask_predict import mask_predict
+from nmtbench.training import soft_targets
+from nmtbench.training.trainer import Trainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -3,8 +3,8 @@
 import pytest
 from transformers import AutoTokenizer
 
-from nmtbench.data import ParallelData, read_parallel, token_batches
 from nmtbench.errors import InputError
+from nmtbench.training.batches import ParallelData, read_parallel, token_batches
 
 
 def write(path, data: bytes):

@@ -24,7 +24,7 @@ from release_fixtures import (
     write_tar,
 )
 
-from nmtbench.recipes import iwslt14, prepare, process_side
+from nmtbench.data.recipes import iwslt14, prepare, process_side
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -295,8 +295,8 @@ def _replace_test_sets(archive: Path, tests: dict[str, list[str]]) -> None:
 def test_real_iwslt14_valid_set_normalised_and_wordpieced_in_order(tmp_path):
     """fairseq's 7283 valid pairs (tokenized, escaped) get the recipe's normalisation (escapes
     undone, lowercase) and bert-base-uncased's WordPiece, every line kept and in order."""
-    from nmtbench.data import ParallelData
-    from nmtbench.tokenization import decode, load_tokenizer
+    from nmtbench.data.tokenization import decode, load_tokenizer
+    from nmtbench.training.batches import ParallelData
 
     checkpoint = tmp_path / "bert-base-uncased"  # the vocabulary files of a hub snapshot
     checkpoint.mkdir()

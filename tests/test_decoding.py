@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from nmtbench.decoding import beam_search
-from nmtbench.method import Model
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import Model
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 V = 5
@@ -157,8 +157,8 @@ def test_a_bf16_search_casts_each_weight_once_not_at_every_step() -> None:
 
     from tiny_checkpoints import BERT_VOCAB
 
-    from methods import get_method
-    from nmtbench.mask_predict import mask_predict
+    from nmtbench.methods import get_method
+    from nmtbench.models.mask_predict import mask_predict
 
     small = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
              "decoder_layers": 1, "max_positions": 64}

@@ -1,6 +1,6 @@
-"""Deep fusion (`methods/deep_fusion.py`) beyond the method contract: the partition of the four
-tasks, the layer-wise attention, the grouping of the PTM's layers, TSP's synthetic negatives and
-the settings it refuses."""
+"""Deep fusion (`nmtbench/methods/deep_fusion.py`) beyond the method contract: the partition of the
+four tasks, the layer-wise attention, the grouping of the PTM's layers, TSP's synthetic negatives
+and the settings it refuses."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 import torch
 from tiny_checkpoints import BERT_VOCAB, save_tiny_bert, save_tiny_gpt2
 
-from methods import get_method
-from methods.deep_fusion import PARTITION, bert_masking, corrupt
+from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
-from nmtbench.method import Batch, Vocab
+from nmtbench.methods import get_method
+from nmtbench.methods.deep_fusion import PARTITION, bert_masking, corrupt
+from nmtbench.models.contract import Batch
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "dropout": 0.0,
          "max_positions": 64}
@@ -279,7 +280,7 @@ def test_bad_decoder_settings_are_one_line_errors(bert, settings, message):
 def paper_plan():
     from pathlib import Path
 
-    from nmtbench import config as nmtconfig
+    from nmtbench.workflow import config as nmtconfig
 
     root = Path(__file__).resolve().parents[1]
     cfg = nmtconfig.load_config([root / "config" / "config.yaml", root / "config" / "paper.yaml"])
@@ -291,7 +292,7 @@ def paper_plan():
     ("deepfusion-transformer-12", 123e6), ("deepfusion-transformer-20", 159e6)])
 def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
     """One joint 32k vocabulary with shared embeddings, FFN 1536 at d_model 768 (README)."""
-    from nmtbench.params import count_parameters
+    from nmtbench.evaluation.params import count_parameters
 
     total = count_parameters(paper_plan, "wmt14-en-de", experiment)["total"]
     assert abs(total - paper) / paper < 0.05, total
@@ -299,7 +300,7 @@ def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
 
 def test_deep_fusion_has_table_1s_parameters_with_mbert_trimmed_and_shared(paper_plan):
     """mBERT trimmed to 30k pieces and shared with the target: 174.7M against 171M (README)."""
-    from nmtbench.params import count_parameters
+    from nmtbench.evaluation.params import count_parameters
 
     total = count_parameters(paper_plan, "wmt14-en-de", "deepfusion-m2")["total"]
     assert abs(total - 171e6) / 171e6 < 0.05, total

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmtbench import checkpoints
-from nmtbench.trainer import Trainer
+from nmtbench.training import checkpoints
+from nmtbench.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 # No dropout: each process draws its own masks, so only then are the two runs the same function.

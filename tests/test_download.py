@@ -1,4 +1,4 @@
-"""nmtbench.download against a local HTTP server: verified, atomic, retried downloads."""
+"""nmtbench.data.download against a local HTTP server: verified, atomic, retried downloads."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nmtbench import download as download_module
-from nmtbench.download import download, source_url
+from nmtbench.data import download as download_module
+from nmtbench.data.download import download, source_url
 from nmtbench.errors import InputError
 from nmtbench.provenance import file_digest
 
@@ -316,7 +316,7 @@ def test_unpinned_download_accepts_and_returns_checksum(server, tmp_path, caplog
     body = _payload(7_777, seed=3)
     url = server.serve("/new.bin", body)
     out = tmp_path / "new.bin"
-    with caplog.at_level("WARNING", logger="nmtbench.download"):
+    with caplog.at_level("WARNING", logger="nmtbench.data.download"):
         got = download(url, out, None, retries=0)
     assert got == _sha(body)
     assert out.read_bytes() == body

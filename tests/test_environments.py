@@ -84,7 +84,7 @@ def test_the_text_environment_holds_what_its_commands_import():
     assert commands == {"download", "prepare", "monolingual", "evaluate", "bootstrap",
                         "buckets"}
     modules = {module for command in commands
-               for module in re.findall(r"from (nmtbench\.\w+) import",
+               for module in re.findall(r"from (nmtbench\.[\w.]+) import",
                                         inspect.getsource(getattr(cli, f"cmd_{command}")))}
     assert len(modules) >= 4
     available = closure(set(pins("text")))

@@ -10,14 +10,14 @@ import torch.nn.functional as F
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from nmtbench.cli import main
-from nmtbench.data import ParallelData
-from nmtbench.decoding import beam_search
+from nmtbench.data.tokenization import decode, encode_sources
 from nmtbench.errors import InputError
-from nmtbench.export import EXPORTED, export_run, to_ctranslate2
+from nmtbench.evaluation.translate import load_run_model
+from nmtbench.export.fsmt import EXPORTED, export_run, to_ctranslate2
 from nmtbench.fileio import read_lines
-from nmtbench.tokenization import decode, encode_sources
-from nmtbench.trainer import Trainer
-from nmtbench.translate import load_run_model
+from nmtbench.models.beam_search import beam_search
+from nmtbench.training.batches import ParallelData
+from nmtbench.training.trainer import Trainer
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 64, "ffn_dim": 128, "n_heads": 4,
        "encoder_layers": 2, "decoder_layers": 2, "max_tokens": 600, "lr": 0.003,

@@ -29,13 +29,16 @@ from fabricated_runs import (
     write_papers,
 )
 
-from nmtbench import checkpoints, cli, figures, layout
+from nmtbench import cli
+from nmtbench.data.tokenization import train_wordpiece
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_text
 from nmtbench.provenance import file_digest
-from nmtbench.results import Results
-from nmtbench.tokenization import train_wordpiece
-from nmtbench.trainer import Trainer
+from nmtbench.report import figures
+from nmtbench.report.results import Results
+from nmtbench.training import checkpoints
+from nmtbench.training.trainer import Trainer
+from nmtbench.workflow import layout
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,
@@ -527,7 +530,7 @@ def test_only_a_leading_byte_order_mark_is_dropped(tmp_path, caplog):
 
 
 def test_a_byte_order_mark_does_not_change_a_trained_vocabulary(toy_dir, tmp_path):
-    from nmtbench.tokenization import load_tokenizer, train_wordpiece
+    from nmtbench.data.tokenization import load_tokenizer, train_wordpiece
 
     text = (toy_dir / "train.tgt").read_text(encoding="utf-8")
     vocabularies = []

@@ -24,9 +24,9 @@ from fabricated_runs import (
     write_papers,
 )
 
-from nmtbench import figures
 from nmtbench.errors import InputError
-from nmtbench.results import Results
+from nmtbench.report import figures
+from nmtbench.report.results import Results
 
 SEEDS = [1, 2]
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_checkpoints import BERT_VOCAB
 
-from methods import get_method
+from nmtbench.methods import get_method
 
 _SPEC = importlib.util.spec_from_file_location(
     "gpu_benchmark", Path(__file__).parents[1] / "benchmarks" / "gpu.py")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nmtbench.latency import per_item_ms, summarize
+from nmtbench.evaluation.latency import per_item_ms, summarize
 
 
 class FakeClock:

@@ -9,10 +9,11 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
-from methods import get_method
-from nmtbench.decoding import beam_search
-from nmtbench.mask_predict import mask_predict
-from nmtbench.method import Batch, Vocab
+from nmtbench.data.tokenization import Vocab
+from nmtbench.methods import get_method
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import Batch
+from nmtbench.models.mask_predict import mask_predict
 
 FIXTURES = torch.load(Path(__file__).parent / "fixtures" / "legacy_models.pt",
                       weights_only=True)

@@ -1,8 +1,8 @@
-"""The method contract (`nmtbench.method`): what every registered method must pass, as Hugging
-Face's ModelTesterMixin is for its models.
+"""The method contract (`nmtbench.models.contract`): what every registered method must pass, as
+Hugging Face's ModelTesterMixin is for its models.
 
-A method gets these tests by registering in `methods/__init__.py` and declaring its variants
-in CASES below: one tiny experiment config per model it can build (a decoding, an optional
+A method gets these tests by registering in `nmtbench/methods/__init__.py` and declaring its
+variants in CASES below: one tiny experiment config per model it can build (a decoding, an optional
 pre-trained side, a freezing policy, an output mode...). Pre-trained checkpoint roles are
 filled with tiny random BERTs (the fixture `tiny_berts`, conftest.py) saved once per session.
 
@@ -28,12 +28,12 @@ import torch.nn.functional as F
 import yaml
 from tiny_checkpoints import BERT_VOCAB, TINY_BERTS
 
-import methods
-from methods import get_method
-from nmtbench.decoding import beam_search
+from nmtbench import methods
 from nmtbench.errors import InputError
-from nmtbench.mask_predict import mask_predict
-from nmtbench.method import (
+from nmtbench.evaluation.translate import source_positions
+from nmtbench.methods import get_method
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import (
     Autoregressive,
     Batch,
     Method,
@@ -43,7 +43,7 @@ from nmtbench.method import (
     Progress,
     WarmStart,
 )
-from nmtbench.translate import source_positions
+from nmtbench.models.mask_predict import mask_predict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -238,7 +238,7 @@ def frozen_names(model: Model) -> set[str]:
 @pytest.mark.parametrize("name", list(methods.METHODS))
 def test_every_registered_method_has_a_contract_case(name):
     assert CASES.get(name), (
-        f"method {name!r} is registered in methods/__init__.py but has no case in "
+        f"method {name!r} is registered in nmtbench/methods/__init__.py but has no case in "
         f"tests/test_method_contract.py: add CASES[{name!r}] = {{variant: tiny experiment "
         "config} with one variant per model its settings build (decodings, optional "
         "pre-trained sides, freezing, output modes), so the method contract checks it")

@@ -18,8 +18,8 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from nmtbench.errors import InputError
+from nmtbench.evaluation.metrics import bleu, score_files
 from nmtbench.fileio import read_lines
-from nmtbench.metrics import bleu, score_files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -178,7 +178,7 @@ def test_every_detokenizer_language_of_the_papers_datasets_is_known() -> None:
     """config/paper.yaml's languages pass the detok_lang check (a list kept by hand)."""
     import yaml
 
-    from nmtbench.metric_registry import DETOK_LANGS
+    from nmtbench.workflow.metric_registry import DETOK_LANGS
 
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     assert {d["detok_lang"] for d in paper["datasets"].values()} <= set(DETOK_LANGS)

@@ -15,16 +15,16 @@ import pytest
 import yaml
 from release_fixtures import LONG, Server, build_releases, server_config, wikitext_archive
 
-from nmtbench import monolingual
-from nmtbench.download import source_url
-from nmtbench.errors import InputError
-from nmtbench.monolingual import (
+from nmtbench.data import monolingual
+from nmtbench.data.download import source_url
+from nmtbench.data.monolingual import (
     check_sources,
     download_paths,
     manifest_path,
     prepare_monolingual,
     wikitext_paragraphs,
 )
+from nmtbench.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -8,14 +8,15 @@ import torch
 import torch.nn.functional as F
 from tiny_checkpoints import BERT_VOCAB, TINY, save_tiny_bert
 
-from methods.abnet import ABNet, CrossAttentionAdapter, FFNAdapter, adapter_layers
-from methods.cmlm import CMLM, ConditionalMaskedLM, sample_masks, target_sequence
-from methods.transformer import EncoderDecoder, TransformerDecoder
-from nmtbench import config as nmtconfig
+from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
-from nmtbench.mask_predict import mask_predict
-from nmtbench.method import Batch, Model, Vocab
-from nmtbench.params import count_parameters
+from nmtbench.evaluation.params import count_parameters
+from nmtbench.methods.abnet import ABNet, CrossAttentionAdapter, FFNAdapter, adapter_layers
+from nmtbench.methods.cmlm import CMLM, ConditionalMaskedLM, sample_masks, target_sequence
+from nmtbench.methods.transformer import EncoderDecoder, TransformerDecoder
+from nmtbench.models.contract import Batch, Model
+from nmtbench.models.mask_predict import mask_predict
+from nmtbench.workflow import config as nmtconfig
 
 ROOT = Path(__file__).resolve().parents[1]
 V = Vocab(size=12, pad=0, bos=2, eos=3, unk=1, mask=4)

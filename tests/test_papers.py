@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from nmtbench.errors import InputError
-from nmtbench.metric_registry import METRICS
-from nmtbench.papers import PAPERS_DIR, load_catalogue
+from nmtbench.workflow.metric_registry import METRICS
+from nmtbench.workflow.papers import PAPERS_DIR, load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT.parent / "shared" / "seeds"

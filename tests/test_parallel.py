@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nmtbench import parallel
-from nmtbench.parallel import ordered_map
+from nmtbench.data import pool
+from nmtbench.data.pool import ordered_map
 
 
 def square_and_mark(task: int, folder: Path) -> tuple[int, int]:
@@ -22,7 +22,7 @@ def square_and_mark(task: int, folder: Path) -> tuple[int, int]:
 
 @pytest.fixture
 def one_task_per_worker_a_round(monkeypatch):
-    monkeypatch.setattr(parallel, "ROUND", 1)
+    monkeypatch.setattr(pool, "ROUND", 1)
 
 
 def ran(folder: Path) -> set[int]:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench import config as nmtconfig
-from nmtbench.decode_settings import DecodeSettings
 from nmtbench.errors import InputError
-from nmtbench.method_registry import MethodInfo, method_infos
-from nmtbench.papers import PAPERS_DIR, load_catalogue
-from nmtbench.plan import EXTERNAL, NOT_IMPLEMENTED, Plan
+from nmtbench.workflow import config as nmtconfig
+from nmtbench.workflow.decode_settings import DecodeSettings
+from nmtbench.workflow.method_registry import MethodInfo, method_infos
+from nmtbench.workflow.papers import PAPERS_DIR, load_catalogue
+from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
@@ -199,7 +199,7 @@ def test_decode_tag_spells_the_settings():
 def test_decode_settings_make_the_commands_options():
     from argparse import ArgumentParser
 
-    from nmtbench import decode_settings
+    from nmtbench.workflow import decode_settings
 
     settings = DecodeSettings(beam=2, lenpen=0.6, lenpen_form="gnmt", average_last=10)
     parser = ArgumentParser()
@@ -383,7 +383,7 @@ def test_status_on_a_dataset_follows_its_overrides_and_its_back_translations(cat
 
 
 def test_a_row_trained_on_a_dataset_of_its_own_in_some_columns(catalogue):
-    from nmtbench.papers import Column, Row
+    from nmtbench.workflow.papers import Column, Row
 
     row = Row("bt", "BT", {}, trained_on={"ro": "wmt16-ro-en-bt"})
     ro = Column("ro", "Ro-En", "wmt16-ro-en", "test", "bleu_tokenized")
@@ -608,7 +608,8 @@ def test_planning_the_dag_leaves_torch_and_transformers_unloaded():
     modules the workflow imports load torch and transformers only where a model is built."""
     script = textwrap.dedent("""
         import sys
-        from nmtbench import checkpoint_names, config, download, layout, plan, recipes
+        from nmtbench.data import download, recipes
+        from nmtbench.workflow import config, layout, plan, pretrained_names
         for extra in ([], ["config/paper.yaml"]):
             files = ["config/config.yaml", *extra]
             config.check(config.load_config(files), "config/schema.yaml", "papers")
@@ -634,7 +635,7 @@ def test_snakemake_dry_run_imports_neither_torch_nor_transformers(configfile):
     assert result.returncode == 0, result.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "nmtbench.plan" in imported  # the log is there: the test can fail
+    assert "nmtbench.workflow.plan" in imported  # the log is there: the test can fail
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
 
 

@@ -1,10 +1,11 @@
-"""nmtbench.preprocess: the Moses/WMT text normalisation steps, against hand-checked outputs."""
+"""nmtbench.data.preprocess: the Moses/WMT text normalisation steps, against hand-checked
+outputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from nmtbench.preprocess import (
+from nmtbench.data.preprocess import (
     clean_pairs,
     drop_empty,
     moses_tokenize,

@@ -13,9 +13,8 @@ from tiny_checkpoints import TINY, bert_param_count, save_tiny_bert
 from transformers import BertConfig, BertModel
 
 from nmtbench import cli
-from nmtbench.checkpoint_names import checkpoint_dir
 from nmtbench.errors import InputError
-from nmtbench.pretrained import (
+from nmtbench.models.pretrained import (
     KNOWN_CONFIGS,
     all_hidden_states,
     freeze,
@@ -23,6 +22,7 @@ from nmtbench.pretrained import (
     model_config,
     snapshot,
 )
+from nmtbench.workflow.pretrained_names import checkpoint_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def tiny_bert(seed: int = 0) -> BertModel:
     return BertModel(BertConfig(**TINY), add_pooling_layer=False).eval()
 
 
-# --- hand formulas of the NMT side (methods/transformer.py) --------------------------------
+# --- hand formulas of the NMT side (nmtbench/methods/transformer.py) ------------------------------
 def attn(d: int, kdim: int | None = None) -> int:
     """q and out project d -> d, k and v kdim -> d, all with bias."""
     return 2 * (d * d + d) + 2 * ((kdim or d) * d + d)

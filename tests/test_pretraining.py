@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, BertModel, GPT2Model
 
+from nmtbench.data.tokenization import load_tokenizer, train_wordpiece
 from nmtbench.errors import InputError
-from nmtbench.pretrained import load_model
-from nmtbench.pretraining import Batcher, PretrainConfig, heldout_scores, pretrain
-from nmtbench.tokenization import load_tokenizer, train_wordpiece
+from nmtbench.models.pretrained import load_model
+from nmtbench.training.pretraining import Batcher, PretrainConfig, heldout_scores, pretrain
 
 TINY = {"d_model": 32, "ffn_dim": 64, "n_heads": 2, "layers": 2, "max_positions": 64,
         "max_tokens": 256, "max_updates": 3, "warmup_updates": 1, "heldout_sentences": 20,

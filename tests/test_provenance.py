@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from nmtbench import provenance
-from nmtbench.decode_settings import DecodeSettings
 from nmtbench.errors import InputError
-from nmtbench.evaluate import evaluate_run
+from nmtbench.evaluation.evaluate import evaluate_run
+from nmtbench.evaluation.translate import translate_file
 from nmtbench.fileio import write_json
-from nmtbench.trainer import Trainer
-from nmtbench.translate import translate_file
+from nmtbench.training.trainer import Trainer
+from nmtbench.workflow.decode_settings import DecodeSettings
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
 
-from nmtbench.method import Progress, Vocab
+from nmtbench.data.tokenization import Vocab
+from nmtbench.models.contract import Progress
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -33,9 +33,9 @@ from fabricated_runs import (
     write_papers,
 )
 
-from nmtbench import report
 from nmtbench.errors import InputError
-from nmtbench.report import LIBRARIES, write_report
+from nmtbench.report import tables
+from nmtbench.report.tables import LIBRARIES, write_report
 
 RUNS = f"results/runs/{DATASET}"
 BIG1 = f"{RUNS}/trm-big/seed1"
@@ -359,8 +359,8 @@ def test_a_claim_between_rows_that_are_one_measurement_is_not_checked(tmp_path: 
     (999_999, "999,999"), (765_432, "765,432"),
 ])
 def test_parameter_counts_as_the_papers_print_them(value: int, text: str) -> None:
-    assert report._format([value], "params_trained") == text
-    assert report._format([value, value], "params_total") == text
+    assert tables._format([value], "params_trained") == text
+    assert tables._format([value, value], "params_total") == text
 
 
 # --- links, provenance, determinism ------------------------------------------------------------
@@ -445,8 +445,8 @@ def test_git_commit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str
         stdout = "abc123\n" if args[1] == "rev-parse" else status
         return subprocess.CompletedProcess(args, 0, stdout, "")
 
-    monkeypatch.setattr(report.subprocess, "run", fake_run)
-    assert report.git_commit(tmp_path) == expected
+    monkeypatch.setattr(tables.subprocess, "run", fake_run)
+    assert tables.git_commit(tmp_path) == expected
     assert calls[0] == (["git", "rev-parse", "HEAD"], tmp_path)
 
 
@@ -464,17 +464,17 @@ def test_git_commit_is_not_dirty_from_the_report_it_is_writing(tmp_path: Path) -
     git("commit", "-qm", "c")
     head = git("rev-parse", "HEAD").strip()
     (tmp_path / "results" / "tables.md").write_text("new\n")
-    assert report.git_commit(tmp_path) == head
+    assert tables.git_commit(tmp_path) == head
     (tmp_path / "x.py").write_text("a = 2\n")
-    assert report.git_commit(tmp_path) == head + "+dirty"
+    assert tables.git_commit(tmp_path) == head + "+dirty"
 
 
 def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def fake_run(args, **kwargs):
         return subprocess.CompletedProcess(args, 128, "", "fatal: not a git repository")
 
-    monkeypatch.setattr(report.subprocess, "run", fake_run)
-    assert report.git_commit(tmp_path) == "uncommitted/unknown"
+    monkeypatch.setattr(tables.subprocess, "run", fake_run)
+    assert tables.git_commit(tmp_path) == "uncommitted/unknown"
 
 
 def test_corrupt_metrics_file_is_named_with_its_line(tmp_path: Path, papers: Path) -> None:

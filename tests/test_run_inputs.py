@@ -11,12 +11,12 @@ import pytest
 import torch
 from tiny_checkpoints import TOKENS, save_tiny_bert
 
-from nmtbench import checkpoints
-from nmtbench.data import ParallelData
+from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
-from nmtbench.tokenization import load_tokenizer
-from nmtbench.trainer import Trainer
-from nmtbench.translate import load_run_model, translate_lines
+from nmtbench.evaluation.translate import load_run_model, translate_lines
+from nmtbench.training import checkpoints
+from nmtbench.training.batches import ParallelData
+from nmtbench.training.trainer import Trainer
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,

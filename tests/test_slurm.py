@@ -58,7 +58,7 @@ RULES = {"toyworld", "tokenizer", "pretrain", "train", "decode", "distill", "lat
 
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+)\)\.")
 # Cells whose value is a measured time: latency ("15.9 ms") and speed-up ("2.38x") cells
-# (nmtbench.report._format), the pre-training table's "Seconds" column and the teachers' time
+# (nmtbench.report.tables._format), the pre-training table's "Seconds" column and the teachers' time
 # per 1,000 pairs of soft targets.
 TIMING_CELL = re.compile(r"\d ms\b|\d\.\d\dx\b")
 TIMING_COLUMNS = {"Seconds", "Seconds per 1,000 pairs"}

@@ -5,8 +5,8 @@ import pytest
 from tiny_checkpoints import save_byte_level_gpt2
 from transformers import AutoTokenizer
 
+from nmtbench.data.tokenization import decode, train_wordpiece, vocab_of
 from nmtbench.errors import InputError
-from nmtbench.tokenization import decode, train_wordpiece, vocab_of
 
 
 def test_autotokenizer_loads_the_saved_vocabulary(toy_dir):
@@ -36,7 +36,7 @@ def test_decode_keeps_space_before_punctuation(toy_dir):
 
 def test_training_twice_gives_the_same_vocabulary(toy_dir, tmp_path):
     """The HF trainer alone is not deterministic (huggingface/tokenizers#1794)."""
-    from nmtbench.tokenization import train_wordpiece
+    from nmtbench.data.tokenization import train_wordpiece
 
     corpus = [toy_dir / "mono.src"]
     for name in ("a", "b", "c"):
@@ -67,7 +67,7 @@ def byte_level(toy_dir, tmp_path_factory):
 def test_a_byte_level_vocabulary_reads_sentences_between_endoftext(byte_level, toy_dir):
     """GPT-2's <|endoftext|> is BOS and EOS; [PAD] and [MASK] come after its own ids, so the
     model's embeddings keep every row they had."""
-    from nmtbench.tokenization import encode_sources, load_tokenizer
+    from nmtbench.data.tokenization import encode_sources, load_tokenizer
 
     plain = AutoTokenizer.from_pretrained(str(byte_level))
     tok = load_tokenizer(byte_level)
@@ -82,7 +82,7 @@ def test_a_byte_level_vocabulary_reads_sentences_between_endoftext(byte_level, t
 
 
 def test_byte_level_decoding_restores_every_test_sentence(byte_level, toy_dir):
-    from nmtbench.tokenization import load_tokenizer
+    from nmtbench.data.tokenization import load_tokenizer
 
     tok = load_tokenizer(byte_level)
     lines = (toy_dir / "test.src").read_text().splitlines()

@@ -5,8 +5,7 @@ import re
 
 import pytest
 
-from nmtbench.errors import InputError
-from nmtbench.toyworld import (
+from nmtbench.data.toyworld import (
     NOUN_SUFFIX,
     SRC_DEFINITE,
     TGT_DETERMINER,
@@ -14,6 +13,7 @@ from nmtbench.toyworld import (
     WorldConfig,
     generate,
 )
+from nmtbench.errors import InputError
 
 
 @pytest.fixture(scope="module")

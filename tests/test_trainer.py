@@ -7,10 +7,10 @@ import shutil
 import pytest
 import torch
 
-from nmtbench import checkpoints
 from nmtbench.errors import InputError
-from nmtbench.train_config import TrainConfig, inverse_sqrt_lr
-from nmtbench.trainer import Trainer
+from nmtbench.training import checkpoints
+from nmtbench.training.trainer import Trainer
+from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,

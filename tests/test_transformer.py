@@ -7,8 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from methods import get_method
-from methods.transformer import (
+from nmtbench.data.tokenization import Vocab
+from nmtbench.errors import InputError
+from nmtbench.methods import get_method
+from nmtbench.methods.transformer import (
     SIZES,
     EncoderDecoder,
     Transformer,
@@ -17,9 +19,8 @@ from methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.decoding import beam_search
-from nmtbench.errors import InputError
-from nmtbench.method import Batch, Vocab
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import Batch
 
 SRC = Vocab(size=17, pad=0, bos=1, eos=2, unk=3, mask=4)
 TGT = Vocab(size=19, pad=0, bos=1, eos=2, unk=3, mask=4)
@@ -282,6 +283,6 @@ def test_overfits_a_copy_task() -> None:
     assert nlls[0] > 2.0  # about log(12) at the start
     assert nlls[-1] < 0.01
     # greedy: a sentence stops once `beam` hypotheses have finished (fairseq's rule, see
-    # nmtbench.decoding), which low-scoring ones can do before this very sure model's copy
+    # nmtbench.models.beam_search), which low-scoring ones can do before this very sure model's copy
     out = beam_search(model, batch.src, beam=1, bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)
     assert out == seqs

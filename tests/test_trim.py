@@ -1,4 +1,4 @@
-"""nmtbench/trim.py: a checkpoint's vocabulary trimmed to the pieces a corpus uses."""
+"""nmtbench/models/trim.py: a checkpoint's vocabulary trimmed to the pieces a corpus uses."""
 
 import json
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 from tiny_checkpoints import save_tiny_bert
 
+from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
-from nmtbench.pretrained import load_model
-from nmtbench.tokenization import load_tokenizer
-from nmtbench.trim import SUMMARY, kept_ids, trim_checkpoint
+from nmtbench.models.pretrained import load_model
+from nmtbench.models.trim import SUMMARY, kept_ids, trim_checkpoint
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 import torch
 from smoke import ROOT, SMOKE, run_dir, snakemake
 
-from nmtbench import checkpoints
-from nmtbench.tokenization import load_tokenizer
+from nmtbench.data.tokenization import load_tokenizer
+from nmtbench.training import checkpoints
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizer
 
-from nmtbench.method import Vocab
+from nmtbench.data.tokenization import Vocab
 
 # [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then 95 words w5..w99
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 100)]

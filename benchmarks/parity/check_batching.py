@@ -1,5 +1,6 @@
-"""Run with fairseq's Python: do `nmtbench.data.token_batches` and fairseq's `batch_by_size`
-make the same batches? Random lengths, budgets and batch-size multiples; prints a JSON summary.
+"""Run with fairseq's Python: do `nmtbench.training.batches.token_batches` and fairseq's
+`batch_by_size` make the same batches? Random lengths, budgets and batch-size multiples; prints a
+JSON summary.
 
     .venv-fairseq/bin/python benchmarks/parity/check_batching.py
 """
@@ -13,7 +14,7 @@ import numpy as np
 from fairseq.data import data_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from nmtbench.data import token_batches  # noqa: E402
+from nmtbench.training.batches import token_batches  # noqa: E402
 
 CASES = 500
 rng = random.Random(0)

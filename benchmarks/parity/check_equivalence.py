@@ -22,8 +22,9 @@ from fairseq.optim.adam import Adam as FairseqAdam
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from methods.transformer import Transformer, TransformerSettings, sinusoids  # noqa: E402
-from nmtbench.method import Batch, Vocab  # noqa: E402
+from nmtbench.data.tokenization import Vocab  # noqa: E402
+from nmtbench.methods.transformer import Transformer, TransformerSettings, sinusoids  # noqa: E402
+from nmtbench.models.contract import Batch  # noqa: E402
 
 
 def fairseq_names(cfg) -> dict[str, str]:

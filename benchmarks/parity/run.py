@@ -34,9 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from nmtbench.config import check, load_config  # noqa: E402
-from nmtbench.decode_settings import DecodeSettings  # noqa: E402
 from nmtbench.fileio import read_lines, write_json, write_lines  # noqa: E402
+from nmtbench.workflow.config import check, load_config  # noqa: E402
+from nmtbench.workflow.decode_settings import DecodeSettings  # noqa: E402
 
 DATASET = "toy"
 SPLITS = ("train", "valid", "test")
@@ -84,8 +84,8 @@ def experiment_settings(experiment: str, seed: int, epochs: int | None) -> dict[
 
 def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
     """The harness's settings as fairseq-train flags."""
-    from methods.transformer import TransformerSettings
-    from nmtbench.train_config import TrainConfig
+    from nmtbench.methods.transformer import TransformerSettings
+    from nmtbench.workflow.train_settings import TrainConfig
 
     m, t = TransformerSettings.from_config(settings), TrainConfig.from_dict(settings)
     args = ["--arch", arch, "--share-decoder-input-output-embed",
@@ -109,7 +109,7 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
         if m.pre_norm:
             args.append(f"--{side}-normalize-before")
     if arch == CMLM:
-        from methods.cmlm import LENGTH_LOSS_WEIGHT
+        from nmtbench.methods.cmlm import LENGTH_LOSS_WEIGHT
         args += [*USER_DIR, "--task", "translation_lev", "--noise", "random_mask",
                  "--criterion", "nat_loss", "--label-smoothing", str(m.label_smoothing),
                  "--length-loss-factor", str(LENGTH_LOSS_WEIGHT)]
@@ -122,7 +122,7 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
 def fairseq_generate_args(decode: DecodeSettings, arch: str) -> list[str]:
     if arch == CMLM:
         # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements;
-        # like nmtbench.mask_predict it stops early once a pass changes nothing
+        # like nmtbench.models.mask_predict it stops early once a pass changes nothing
         return [*USER_DIR, "--task", "translation_lev",
                 "--iter-decode-max-iter", str(decode.iterations - 1),
                 "--iter-decode-with-beam", str(decode.length_beam),
@@ -135,7 +135,7 @@ def fairseq_generate_args(decode: DecodeSettings, arch: str) -> list[str]:
 def prepare(work: Path, fairseq_bin: Path | None) -> Path:
     """Subword files and (with a fairseq to run) fairseq's binarised copy of the toy world;
     returns the data-bin."""
-    from nmtbench.tokenization import load_tokenizer
+    from nmtbench.data.tokenization import load_tokenizer
 
     data = ROOT / "data" / DATASET
     targets = [str(data / "tokenizer" / side / "tokenizer_config.json") for side in ("src", "tgt")]
@@ -275,7 +275,7 @@ def environment(fairseq_bin: Path | None, bin_dir: Path) -> dict[str, Any]:
     import torch
 
     from nmtbench.devices import cpu_model
-    from nmtbench.report import git_commit
+    from nmtbench.report.tables import git_commit
 
     def output(cmd: list[str]) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
@@ -337,9 +337,9 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
              "vocabularies.", ""]
     if setup.get("batching"):
         b = setup["batching"]
-        lines += [f"Batching: `nmtbench.data.token_batches` and fairseq's `batch_by_size` made "
-                  f"different batches in {b['mismatches']} of {b['cases']} random cases "
-                  "(`check_batching.py`).", ""]
+        lines += ["Batching: `nmtbench.training.batches.token_batches` and fairseq's "
+                  f"`batch_by_size` made different batches in {b['mismatches']} of {b['cases']} "
+                  "random cases (`check_batching.py`).", ""]
     if setup.get("equivalence"):
         e = setup["equivalence"]
         lines += ["Equivalence (`check_equivalence.py`): the harness's Transformer built in "

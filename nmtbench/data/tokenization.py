@@ -1,0 +1,137 @@
+"""Vocabularies in Hugging Face format.
+
+The toy world trains its own BERT-style WordPiece vocabularies and saves them with
+`save_pretrained`, so they load with `AutoTokenizer.from_pretrained(dir)`: the same call that
+loads a real BERT checkpoint's vocabulary. Everything downstream sees only that interface.
+
+A checkpoint's byte-level BPE (the public GPT-2's) has one special token, `<|endoftext|>`, which
+GPT-2 reads between documents. Loaded here it marks both ends of a sentence (BOS and EOS: the
+[CLS] and [SEP] of a BERT's `[CLS] x [SEP]`), and `[PAD]` and `[MASK]` follow its vocabulary
+(`ADDED_TOKENS`), so it can be a side's vocabulary like any BERT's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nmtbench.errors import InputError, one_line
+from nmtbench.fileio import read_lines
+
+if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
+    from transformers import PreTrainedTokenizerBase
+
+@dataclass(frozen=True)
+class Vocab:
+    """The special ids and size of one side's tokenizer."""
+
+    size: int
+    pad: int
+    bos: int
+    eos: int
+    unk: int
+    mask: int
+
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# The roles a vocabulary without them gains after its own ids, in this order
+ADDED_TOKENS = {"pad_token": "[PAD]", "mask_token": "[MASK]"}
+
+
+def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: int,
+                    lowercase: bool = False, min_frequency: int = 2) -> None:
+    """Train a BERT WordPiece vocabulary on text files and save it in Hugging Face format."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+    from transformers import BertTokenizer
+
+    trainer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False,
+                                     clean_text=True, handle_chinese_chars=True)
+    # The trainer numbers "##x" pieces in hash-map order, and ids break ties between equally
+    # frequent merges, so the same corpus can give different vocabularies (huggingface/
+    # tokenizers#1794). Declaring every "##x" up front, in sorted order, fixes their ids.
+    # (read as every reader does: a leading byte-order mark is no character of the corpus)
+    characters = sorted({ch for c in corpora for line in read_lines(c) for ch in line
+                         if not ch.isspace()})
+    if not characters:  # the trainer would save a vocabulary of special tokens only
+        raise InputError(f"{', '.join(map(str, corpora))}: no text to train a vocabulary on")
+    if lowercase:
+        characters = sorted({ch.lower() for ch in characters})
+    trainer.train([str(c) for c in corpora], vocab_size=vocab_size, min_frequency=min_frequency,
+                  special_tokens=SPECIAL_TOKENS + [f"##{ch}" for ch in characters],
+                  show_progress=False)
+    tokenizer = BertTokenizer(vocab=trainer.get_vocab(), do_lower_case=lowercase,
+                              strip_accents=False)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(str(out_dir))
+
+
+def load_tokenizer(name_or_dir: str | Path) -> PreTrainedTokenizerBase:
+    """Load a tokenizer from a hub name or a local directory; one with a BOS and an EOS but no
+    [CLS] or [SEP] (GPT-2's) reads sentences between them and gains [PAD] and [MASK]."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_dir))
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot load tokenizer {str(name_or_dir)!r}: {one_line(err)}") from None
+    if tokenizer.cls_token is None and tokenizer.sep_token is None:
+        _mark_sentences(tokenizer)
+    return tokenizer
+
+
+def _mark_sentences(tokenizer: PreTrainedTokenizerBase) -> None:
+    """BOS and EOS as [CLS] and [SEP], added to every encoding as a BERT's are; the missing
+    roles of `ADDED_TOKENS` appended to the vocabulary. Without a BOS, an EOS or a fast
+    (Rust) tokenizer nothing changes, and `vocab_of` names the missing role."""
+    from tokenizers.processors import TemplateProcessing
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if tokenizer.bos_token is None or tokenizer.eos_token is None or backend is None:
+        return
+    tokenizer.cls_token, tokenizer.sep_token = tokenizer.bos_token, tokenizer.eos_token
+    tokenizer.add_special_tokens({role: token for role, token in ADDED_TOKENS.items()
+                                  if getattr(tokenizer, role) is None})
+    bos, eos = tokenizer.bos_token, tokenizer.eos_token
+    backend.post_processor = TemplateProcessing(
+        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} $B {eos}",
+        special_tokens=[(t, tokenizer.convert_tokens_to_ids(t)) for t in dict.fromkeys((bos, eos))])
+
+
+def vocab_of(tokenizer: PreTrainedTokenizerBase) -> Vocab:
+    """The special ids the models need; BERT's [CLS]/[SEP] serve as BOS/EOS."""
+    ids = {}
+    for role, token in (("pad", tokenizer.pad_token), ("bos", tokenizer.cls_token),
+                        ("eos", tokenizer.sep_token), ("unk", tokenizer.unk_token),
+                        ("mask", tokenizer.mask_token)):
+        if token is None:
+            raise InputError(f"tokenizer {tokenizer.name_or_path!r} has no {role} token")
+        ids[role] = tokenizer.convert_tokens_to_ids(token)
+    return Vocab(size=len(tokenizer), **ids)
+
+
+def encode_sources(tokenizer: PreTrainedTokenizerBase, lines: list[str],
+                   bos: bool) -> list[list[int]]:
+    """Source ids as the model reads them: BERT's `[CLS] x [SEP]` when it reads a BOS (the BERT
+    methods), else `x [SEP]`, as fairseq's Transformer reads `x </s>`."""
+    if bos:
+        return tokenizer(lines, add_special_tokens=True)["input_ids"]
+    return [ids + [tokenizer.sep_token_id]
+            for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]]
+
+
+def decode(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> str:
+    """Word-level text: WordPiece continuations joined, other tokens separated by one space;
+    byte-level BPE (GPT-2's) back to its exact text.
+
+    Done on the token strings because the saved BERT decoders also "clean up" spaces before
+    punctuation, which would break tokenized BLEU against Moses-tokenized references.
+    """
+    from tokenizers import decoders
+
+    special = set(tokenizer.all_special_ids)
+    tokens = tokenizer.convert_ids_to_tokens([i for i in ids if i not in special])
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    if isinstance(decoder, decoders.ByteLevel):
+        return decoder.decode(tokens).strip()
+    return " ".join(tokens).replace(" ##", "")

@@ -1,0 +1,2 @@
+"""Evaluation of trained runs: translation, BLEU and ROUGE, compare-mt analyses, decoding
+latency and parameter counts."""

@@ -1,0 +1,229 @@
+"""Translate a file with a trained run: load its checkpoint(s), decode in batches, write text."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from nmtbench import provenance
+from nmtbench.data.tokenization import decode, encode_sources, load_tokenizer, vocab_of
+from nmtbench.devices import hardware_name, resolve_device
+from nmtbench.errors import InputError, TooLong, retrain
+from nmtbench.fileio import read_lines, write_lines
+from nmtbench.methods import get_method
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import Model
+from nmtbench.models.mask_predict import mask_predict
+from nmtbench.records import read_record
+from nmtbench.training import checkpoints
+from nmtbench.workflow.decode_settings import DecodeSettings
+from nmtbench.workflow.train_settings import resumable
+
+log = logging.getLogger(__name__)
+
+
+def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
+                   device: str = "auto") -> tuple[Model, Any, Any, dict[str, Any]]:
+    """Rebuild a run's model and tokenizers and load its weights.
+
+    `average_last` > 0 averages the last k per-epoch checkpoints (fairseq's
+    average_checkpoints.py); otherwise `checkpoint` names the file (best or last). What is
+    loaded must be what the run was trained with: the tokenizers and pre-trained checkpoints
+    as config.json's digests record them, and checkpoints this run saved (their own config
+    and input digests are config.json's); else one line naming the file.
+    """
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
+    run = read_record(config_path, ("experiment", "paths"))
+    cfg, paths = run["experiment"], run["paths"]
+    recorded = run.get("inputs")
+    if recorded is not None and not isinstance(recorded, dict):
+        raise InputError(f"{config_path}: key 'inputs' must be an object of digests")
+    src_tok = load_tokenizer(paths["src_tokenizer"])
+    tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+    _check_decode_inputs(run_dir, config_path, paths, recorded)
+
+    def check(path: Path, state: dict[str, Any]) -> None:
+        _check_own_checkpoint(run_dir, path, state, cfg, recorded)
+
+    # frozen pre-trained weights are not in the run's checkpoints: they load from their own
+    model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
+                                            paths.get("pretrained", {}))
+    if average_last > 0:
+        found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
+        if len(found) < average_last:
+            raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
+                             f"but only {len(found)} epoch checkpoints exist")
+        try:
+            weights = checkpoints.average(found[-average_last:], check=check)
+        except InputError as err:  # damaged, or not this run's: only training again helps
+            raise InputError(f"{err}; {retrain(run_dir)}") from None
+        where = f"{run_dir}: the last {average_last} epoch checkpoints"
+    else:
+        path = run_dir / "checkpoints" / f"{checkpoint}.pt"
+        try:
+            state = checkpoints.load(path)
+            check(path, state)
+        except InputError as err:
+            raise InputError(f"{err}; {retrain(run_dir)}") from None
+        weights, where = state["model"], str(path)
+    try:
+        model.load_checkpoint_state(weights, where)
+    except RuntimeError as err:  # torch's "size mismatch for ...": other vocabularies, sizes
+        detail = str(err).strip().splitlines()[-1].strip()
+        raise InputError(f"{where}: does not fit the model of {config_path} ({detail})") \
+            from None
+    model.to(resolve_device(device)).eval()
+    return model, src_tok, tgt_tok, cfg
+
+
+# What decoding a run reads besides its own checkpoints (`paths` keys): its vocabularies and
+# the frozen pre-trained weights its checkpoints leave out
+DECODE_INPUTS = ("src_tokenizer", "tgt_tokenizer", "pretrained")
+
+
+def _check_decode_inputs(run_dir: Path, config_path: Path, paths: dict[str, Any],
+                         recorded: dict[str, str] | None) -> None:
+    """The tokenizers and pre-trained checkpoints are still those the run was trained with
+    (a retrained vocabulary of the same size would decode into other words, silently)."""
+    if recorded is None:
+        log.warning("%s records no input digests (an older version wrote it): decoding without "
+                    "checking its tokenizers", config_path)
+        return
+    read = {key: paths[key] for key in DECODE_INPUTS if key in paths}
+    for _, path in provenance.changed_inputs(recorded, read)[:1]:
+        raise InputError(f"{path}: changed since {run_dir} was trained; {retrain(run_dir)}")
+
+
+def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
+                          cfg: dict[str, Any], recorded: dict[str, str] | None) -> None:
+    """A checkpoint records the config and input digests of the training that saved it: they
+    must be this run's (a checkpoint copied from another run would decode as this one). The
+    settings that only say when to stop may differ (a run resumed with more epochs keeps its
+    earlier best.pt)."""
+    if "config" not in state:
+        log.warning("%s records no config (an older version wrote it): loaded without checking "
+                    "it belongs to %s", path, run_dir)
+        return
+    try:
+        saved = json.loads(state["config"])
+    except (TypeError, ValueError):
+        saved = None
+    if not isinstance(saved, dict) or resumable(saved) != resumable(cfg):
+        raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained with another "
+                         "config than its config.json records)")
+    if "inputs" not in state or recorded is None:
+        log.warning("%s: no input digests to compare (an older version wrote it or its "
+                    "config.json)", path)
+    elif stale := provenance.changed(state["inputs"], recorded):
+        raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained on other "
+                         f"inputs than its config.json records: {', '.join(stale)})")
+
+
+def source_positions(model: Model) -> int | None:
+    """The longest source (in tokens, with its [CLS] and [SEP]) the pre-trained models in the
+    encoder read, which fail deep inside Hugging Face's code on a longer one (a BERT: 512);
+    None without one. The model's own position tables name a too-long line as they meet it
+    (TooLong, below)."""
+    limits = [module.config.max_position_embeddings
+              for module in getattr(model, "encoder", model).modules()
+              if isinstance(getattr(getattr(module, "config", None), "max_position_embeddings",
+                                    None), int)]
+    return min(limits, default=None)
+
+
+def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], *,
+                    progress: str | None = None, source: str = "source",
+                    **settings: Any) -> list[str]:
+    """Translate `lines` (same order), batching sentences of similar length: beam search
+    (beam, lenpen, lenpen_form, max_len_a/b) or mask-predict (length_beam, iterations), as
+    the model decodes. `settings`: DecodeSettings fields, over its defaults. A line longer
+    than the model's positions is an error naming it (`source`: where the lines are from)."""
+    s = DecodeSettings.from_dict(settings)
+    if model.decoding == "beam":
+        def search(src: torch.Tensor) -> list[list[int]]:
+            return beam_search(model, src, beam=s.beam, bos=vocab.bos, eos=vocab.eos,
+                               pad=vocab.pad, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
+                               lenpen=s.lenpen, lenpen_form=s.lenpen_form)
+    elif model.decoding == "mask_predict":
+        def search(src: torch.Tensor) -> list[list[int]]:
+            return mask_predict(model, src, length_beam=s.length_beam, iterations=s.iterations,
+                                bos=vocab.bos, eos=vocab.eos, pad=vocab.pad, mask=vocab.mask)
+    else:
+        raise InputError(f"method decodes with {model.decoding!r}, which is not available")
+    encoded = encode_sources(src_tok, lines, model.source_bos)
+    limit = source_positions(model)
+    for number, ids in enumerate(encoded, 1):
+        if limit is not None and len(ids) > limit:
+            raise InputError(f"{source}: line {number}: {len(ids)} tokens, more than the "
+                             f"{limit} positions of the model's pre-trained encoder")
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    hyps: list[str] = [""] * len(lines)
+    vocab = vocab_of(tgt_tok)
+    dev = next(model.parameters()).device
+    with tqdm(total=len(lines), desc=progress, unit="sent", mininterval=5,
+              disable=None if progress else True) as bar:
+        for first in range(0, len(order), s.batch_size):
+            chunk = order[first:first + s.batch_size]
+            longest = max(len(encoded[i]) for i in chunk)
+            src = torch.full((len(chunk), longest), src_tok.pad_token_id, dtype=torch.long)
+            for row, i in enumerate(chunk):
+                src[row, : len(encoded[i])] = torch.tensor(encoded[i])
+            try:
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+                    outputs = search(src.to(dev))
+            except TooLong as err:  # named: a line of the batch's longest
+                line = min(i for i in chunk if len(encoded[i]) == longest) + 1
+                raise InputError(f"{source}: line {line}: {longest} tokens, more than the "
+                                 f"model's {err.limit} positions (max_positions)") from None
+            for i, ids in zip(chunk, outputs, strict=True):
+                hyps[i] = decode(tgt_tok, ids)
+            bar.update(len(chunk))
+    return hyps
+
+
+def search_settings(model: Model, settings: DecodeSettings) -> dict[str, Any]:
+    """The decoding settings that apply to the model's search (the others are ignored)."""
+    return settings.search(parallel=model.decoding == "mask_predict")
+
+
+def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path,
+                   settings: DecodeSettings, *, device: str = "auto",
+                   max_lines: int | None = None) -> dict[str, Any]:
+    """Decode every line of src_path (or its first `max_lines`) into out_path, in order, with
+    the run's checkpoint and search `settings`; return the decoding record."""
+    lines = read_lines(src_path)
+    if max_lines is not None:
+        if len(lines) < max_lines:
+            raise InputError(f"{src_path} has {len(lines)} lines, fewer than the {max_lines} "
+                             "to translate")
+        lines = lines[:max_lines]
+    model, src_tok, tgt_tok, _ = load_run_model(run_dir, settings.checkpoint,
+                                                settings.average_last, device)
+    start = time.perf_counter()
+    hyps = translate_lines(model, src_tok, tgt_tok, lines, progress=f"decode {src_path}",
+                           source=str(src_path), **settings.as_dict())
+    seconds = time.perf_counter() - start
+    write_lines(out_path, hyps)
+    return {"decoding": model.decoding, **search_settings(model, settings),
+            "batch_size": settings.batch_size,
+            "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
+                           else settings.checkpoint),
+            "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device),
+            provenance.TRAINED: _training(run_dir)}
+
+
+def _training(run_dir: str | Path) -> str | None:
+    """The digest of the run's finished training; None while it is still training."""
+    try:
+        return provenance.training_digest(run_dir)
+    except InputError:
+        return None

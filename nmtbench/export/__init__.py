@@ -1,0 +1,1 @@
+"""Trained runs exported to the Hugging Face format, with a tokenizer over both vocabularies."""

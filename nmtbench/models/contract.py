@@ -1,0 +1,332 @@
+"""The method contract: the one surface the trainer, decoders, evaluator and reporter use.
+
+Two halves, so that no class carries hooks it cannot honour:
+
+- a `Method` (registered by name in `methods/`) is a recipe: its settings dataclass (the
+  experiment-config keys it reads, mirrored in `config/schema.yaml`), the pre-trained
+  checkpoint roles it loads, the decodings it accepts, and `build`, which composes a model;
+- a `Model` is what `build` returns: an encoder and a decoder module joined by one of two
+  shared classes, `nmtbench.methods.transformer.EncoderDecoder` (autoregressive: the
+  `Autoregressive` hooks that `nmtbench.models.beam_search.beam_search` drives) or
+  `nmtbench.methods.cmlm.ConditionalMaskedLM` (parallel: the `Parallel` hooks of
+  `nmtbench.models.mask_predict`). A method that needs its own objective, optimiser groups or warm
+  start subclasses one of them and overrides `losses`, `param_groups` or `warm_start`.
+
+Per batch the trainer makes one forward (`losses`) and one backward, so data-parallel training
+works for every method without it knowing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from nmtbench.data.tokenization import Vocab
+from nmtbench.errors import InputError
+
+
+@dataclass
+class Batch:
+    """A padded batch. Target ids follow the BERT convention: BOS = [CLS], EOS = [SEP]."""
+
+    src: torch.Tensor  # (B, S) source ids, right-padded with the pad id
+    tgt_in: torch.Tensor  # (B, T) [CLS] y_1 .. y_n, padded
+    tgt_out: torch.Tensor  # (B, T) y_1 .. y_n [SEP], padded
+    ids: torch.Tensor  # (B,) each example's line number in its corpus (`ParallelData.lines`)
+    # per-example side data by name (e.g. a teacher's soft targets), batch dimension first
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                     self.ids.to(device), {k: v.to(device) for k, v in self.extras.items()})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where training is: `step` updates made, of `total` planned (max_updates, or max_epochs x
+    the updates of one epoch)."""
+
+    step: int
+    total: int
+
+    @property
+    def fraction(self) -> float:
+        return min(self.step / max(self.total, 1), 1.0)
+
+
+def constant(_: Progress) -> float:
+    return 1.0
+
+
+@dataclass
+class ParamGroup:
+    """Parameters the optimiser updates together: the trainer's learning rate (warm-up and
+    inverse square root) times `lr_scale(progress)` every update, and their own weight decay
+    (None: the trainer's `weight_decay`)."""
+
+    name: str
+    params: list[nn.Parameter]
+    lr_scale: Callable[[Progress], float] = constant
+    weight_decay: float | None = None
+
+
+def bert_decay_groups(params: Iterable[nn.Parameter]) -> list[ParamGroup]:
+    """BERT's weight-decay split (Devlin et al.; the Hugging Face fine-tuning scripts): matrices
+    decay at the trainer's rate, biases and LayerNorm gains (every 1-D parameter) not at all."""
+    params = list(params)
+    return [ParamGroup("matrices", [p for p in params if p.dim() > 1]),
+            ParamGroup("biases and norms", [p for p in params if p.dim() <= 1], weight_decay=0.0)]
+
+
+def adamw(groups: list[ParamGroup], weight_decay: float, **settings: Any) -> torch.optim.AdamW:
+    """AdamW over `groups`, each at its own weight decay or else `weight_decay`: decoupled
+    decay (Loshchilov & Hutter), as fairseq's Adam and BERT's optimiser apply it; with decay 0
+    the same updates as torch's Adam."""
+    return torch.optim.AdamW(
+        [{"params": g.params, "weight_decay": weight_decay if g.weight_decay is None
+          else g.weight_decay} for g in groups], **settings)
+
+
+@dataclass
+class Losses:
+    """What one forward pass gives the trainer.
+
+    `terms`: named losses, each summed over the batch; the trainer adds them up with the
+    method's `loss_weights` (1 where a term has none), divides by `ntokens` (what the batch's
+    loss is a mean over, so an update weights its batches by their share of tokens) and
+    backpropagates once. `stats`: extra floats for the log, already per token.
+    """
+
+    terms: dict[str, torch.Tensor]
+    ntokens: int
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def total(self, weights: Mapping[str, float]) -> torch.Tensor:
+        """The loss per token that training minimises."""
+        weighted = sum(weights.get(name, 1.0) * term for name, term in self.terms.items())
+        return weighted / self.ntokens
+
+    def per_token(self) -> dict[str, float]:
+        """Each term per token, and the stats: the training log's record of a batch."""
+        return {**{k: float(v.detach()) / self.ntokens for k, v in self.terms.items()},
+                **self.stats}
+
+
+@dataclass
+class MethodSettings:
+    """Settings every method reads; each method extends it with its own fields (the
+    experiment-config keys it reads; any other key is the trainer's, or an error)."""
+
+    # weight of each named loss term of `Model.losses` (1 where not given)
+    loss_weights: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def keys(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> MethodSettings:
+        """The fields found in a resolved experiment config (other keys are ignored)."""
+        return cls(**{k: cfg[k] for k in cls.keys() if k in cfg})
+
+
+@dataclass
+class WarmStart:
+    """What `Model.warm_start` loaded: the keys of the new model the state did not fill
+    (they keep their initialisation) and the state's keys the model has no place for."""
+
+    missing: list[str]
+    unexpected: list[str]
+
+
+def mark_pretrained(module: nn.Module) -> nn.Module:
+    """Mark a module as loaded from a pre-trained checkpoint: its frozen parameters are not
+    saved in the run's checkpoints, they are reloaded from the checkpoint directory."""
+    module.nmtbench_pretrained = True
+    return module
+
+
+class Model(nn.Module):
+    """Base of every built model: what the trainer calls."""
+
+    decoding: str  # "beam" (Autoregressive) or "mask_predict" (Parallel)
+    source_bos: bool  # sources read as [CLS] x [SEP] (a BERT) or x [SEP] (fairseq)
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    settings: MethodSettings
+
+    def param_groups(self) -> list[ParamGroup]:
+        """The optimiser's groups; together they hold every trainable parameter once."""
+        return [ParamGroup("all", list(self.trainable_parameters()))]
+
+    def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
+        """Named loss terms of one batch. A term meant to train only part of the model
+        confines itself by detaching at the partition's boundary, e.g. a term that must not
+        move the encoder reads `memory.detach()`:
+
+            memory = self.encoder(batch.src)
+            return Losses({"nmt": nll_sum(self.decoder(tgt, memory)),
+                           "lm": nll_sum(self.lm_head(memory.detach()))}, ntokens)
+        """
+        raise NotImplementedError
+
+    def loss(self, batch: Batch, progress: Progress | None = None) -> tuple[torch.Tensor,
+                                                                              Losses]:
+        """The weighted sum the trainer backpropagates, and the terms it is made of."""
+        losses = self.losses(batch, progress)
+        return losses.total(self.settings.loss_weights), losses
+
+    def trainable_parameters(self) -> Iterator[nn.Parameter]:
+        return (p for p in self.parameters() if p.requires_grad)
+
+    def pretrained_keys(self) -> set[str]:
+        """State keys of frozen parameters inside modules loaded from pre-trained checkpoints
+        (`mark_pretrained`): rebuilt from the checkpoint directories, never saved."""
+        keys = set()
+        for prefix, module in self.named_modules():
+            if getattr(module, "nmtbench_pretrained", False):
+                # every name of a tied weight (a masked-LM head shares the word embeddings)
+                keys |= {f"{prefix}.{name}" for name, p in
+                         module.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        return keys
+
+    def checkpoint_state(self) -> dict[str, torch.Tensor]:
+        """What a run's checkpoint stores of the model: all but the frozen pre-trained
+        weights (about 0.9 GB per file for AB-Net's two BERTs)."""
+        skip = self.pretrained_keys()
+        return {k: v for k, v in self.state_dict().items() if k not in skip}
+
+    def load_checkpoint_state(self, state: Mapping[str, torch.Tensor], where: str) -> None:
+        """Load a `checkpoint_state`; anything else missing or left over is an error."""
+        result = self.load_state_dict(state, strict=False)
+        missing = sorted(set(result.missing_keys) - self.pretrained_keys())
+        if missing or result.unexpected_keys:
+            raise InputError(f"{where}: does not fit the model (missing {missing[:3]}, "
+                             f"unexpected {sorted(result.unexpected_keys)[:3]})")
+
+    def warm_start(self, state: Mapping[str, torch.Tensor], name: str = "init_from",
+                   take: str = "", into: str = "") -> WarmStart:
+        """Initialise (the part under `into` of) the model from another run's weights (those
+        under `take`, renamed): every key whose name and shape match is loaded; the others
+        keep this model's initialisation. Frozen pre-trained weights come from their
+        checkpoint and are not reported missing. `name`: the run input, for messages."""
+        state = {into + key[len(take):]: value for key, value in state.items()
+                 if key.startswith(take)}
+        if not state:
+            raise InputError(f"{name}: the checkpoint has no weights under {take!r}")
+        own = self.state_dict()
+        for key, value in state.items():
+            if key in own and own[key].shape != value.shape:
+                raise InputError(f"{name}: {key} has shape {tuple(value.shape)}, the model's "
+                                 f"is {tuple(own[key].shape)}")
+        result = self.load_state_dict(state, strict=False)
+        return WarmStart(sorted(k for k in set(result.missing_keys) - self.pretrained_keys()
+                                if k.startswith(into)),
+                         sorted(result.unexpected_keys))
+
+    def num_params(self) -> dict[str, int]:
+        total = sum(p.numel() for p in self.parameters())
+        trained = sum(p.numel() for p in self.trainable_parameters())
+        return {"total": total, "trained": trained}
+
+
+@contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """The model in eval mode for the block, then as it was. A model already in eval mode is
+    left alone: switching walks every module, a tenth of a one-sentence beam search."""
+    if not model.training:
+        yield
+        return
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train()
+
+
+def without_grad(device: torch.device):
+    """Gradient-free mode for a search on `device`: inference_mode, unless autocast is on there.
+    Autocast's cache of cast weights skips inference mode, so a bf16 search under
+    inference_mode casts every weight again at every step; no_grad keeps the cache (batch-1
+    beam 5 of Transformer-base on an H200: 152 -> 140 ms, results/gpu.md). Without autocast,
+    inference_mode is the faster (5% of a CPU beam search)."""
+    return torch.no_grad() if torch.is_autocast_enabled(device.type) else torch.inference_mode()
+
+
+@runtime_checkable
+class Autoregressive(Protocol):
+    """Incremental decoding (beam search). The state is a flat dict of tensors whose first
+    dimension is the batch, so `reorder_state` selects rows of each."""
+
+    max_positions: int  # beam search caps the output length by it
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Encode source ids (B, S); the state holds everything decoding needs."""
+
+    def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
+        """Feed the last generated token (B,); return next-token log-probs (B, V). Updates
+        `state` in place (key/value caches)."""
+
+    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+        """Select/repeat batch rows of every tensor in the state."""
+
+
+@runtime_checkable
+class Parallel(Protocol):
+    """Parallel decoding (mask-predict): `encode`'s state also holds "length_lprobs" (B, L),
+    the log-probs of every target length."""
+
+    max_length: int  # the longest target (tokens between BOS and EOS) the model predicts
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Encode source ids (B, S)."""
+
+    def predict(self, tokens: torch.Tensor, state: dict[str, Any],
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Log-probs (B, T, V) at every position of a partly masked target (B, T); with
+        `positions` (B, T) bool, those of the chosen positions only, (M, V) in row-major
+        order (mask-predict reads only the positions it re-masked)."""
+
+    def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
+        """Select/repeat batch rows of every tensor in the state."""
+
+
+class Method:
+    """A recipe registered under a name in `methods/`: settings, checkpoint roles, decodings
+    and how to build its model. Never instantiated."""
+
+    settings: ClassVar[type[MethodSettings]] = MethodSettings
+    # pre-trained checkpoint roles it loads (setting name -> the side whose tokenizer it reads)
+    checkpoint_roles: ClassVar[dict[str, str]] = {}
+    # values of the setting `decoding` it accepts, its default first: at (beam search), nat
+    # (mask-predict); a method without the setting decodes `at`
+    decodings: ClassVar[tuple[str, ...]] = ("at",)
+    # settings naming another run whose checkpoint the model loads (config/schema.yaml marks
+    # them `x-parent-run`; the trainer gets each as the run input of the same name) -> (the
+    # prefix of the parent's weights taken, the prefix they load under)
+    warm_starts: ClassVar[dict[str, tuple[str, str]]] = {"init_from": ("", "")}
+    # the model classes `build` joins its encoder and decoder with (EncoderDecoder,
+    # ConditionalMaskedLM): a method that differs only in its objective, optimiser groups or
+    # warm start subclasses an existing method and names a subclass of its model here
+    autoregressive: ClassVar[type[Model]]
+    parallel: ClassVar[type[Model]]
+
+    @classmethod
+    def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+              pretrained: Mapping[str, Any] | None = None, weights: bool = True) -> Model:
+        """The model of a resolved experiment config and the two vocabularies.
+
+        `pretrained` maps a checkpoint role (`src_bert`) to the directory holding it (or an
+        architecture); a role missing there is taken from the config's checkpoint name.
+        `weights=False` builds the pre-trained parts with random weights (counting
+        parameters offline)."""
+        raise NotImplementedError
+
+    @classmethod
+    def config_keys(cls) -> set[str]:
+        return cls.settings.keys()

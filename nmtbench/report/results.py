@@ -1,0 +1,127 @@
+"""Reading a plan's run outputs back from a results directory (results/ or a copy of it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nmtbench import provenance
+from nmtbench.errors import InputError
+from nmtbench.records import is_number, read_result
+from nmtbench.workflow import layout
+from nmtbench.workflow.metric_registry import METRICS
+from nmtbench.workflow.plan import Cell, Plan, bootstrap_file
+
+BETTER, WORSE = "▲", "▼"
+
+
+class Results:
+    """Reads the run outputs of a plan's cells from a results directory: only those still
+    made from what is there now (`nmtbench.provenance`): from the training in the run's
+    directory, a training whose inputs (data, tokenizers, pre-trained checkpoints, other runs'
+    outputs) have not changed since, and, for scores, the hypotheses in the run's directory.
+    The others are left out and listed in `stale`."""
+
+    def __init__(self, plan: Plan, results_dir: Path) -> None:
+        self.plan = plan
+        self.results_dir = results_dir
+        self.stale: set[Path] = set()
+        self._digests: dict[Path, str] = {}  # each file or directory digested once
+        self._inputs_current: dict[Path, bool] = {}  # per run directory
+
+    def path(self, planned: str) -> Path:
+        """Where a planned file ("results/runs/...") is in this results directory."""
+        return self.results_dir / Path(planned).relative_to(Path(layout.RUNS).parent)
+
+    def measure(self, cell: Cell, split: str, metric: str, seed: int,
+                baseline: Cell | None) -> float | None:
+        """Our value of one cell for one seed; None when its file is not there yet."""
+        path = self.path(Plan.cell_files(cell, split, metric, seed, baseline)[0])
+        data = read_result(path)
+        if data is None:
+            return None
+        made_from = [(data, cell)]
+        if METRICS[metric].source == "latency" and "baseline" in data:
+            made_from.append((data["baseline"], baseline))
+        scores = split if METRICS[metric].source == "metrics" else None
+        if not all(self.current(record, c, seed, scores) for record, c in made_from):
+            self.stale.add(path)
+            return None
+        if metric == "speedup" and "baseline" not in data:
+            return 1.0  # the baseline row itself
+        return _get(data, METRICS[metric].keys, path)
+
+    def significance(self, cell: Cell, baseline: Cell, split: str, metric: str) -> str:
+        """▲/▼ when every seed's paired bootstrap of the metric's score says better/worse at
+        p < 0.05."""
+        verdicts = []
+        for seed in self.plan.seeds:
+            path = self.path(bootstrap_file(cell, baseline, split, metric, seed))
+            data = read_result(path)
+            if data is None:
+                return ""
+            scored = [(read_result(self.path(c.file(layout.METRICS, seed, split=split))), c)
+                      for c in (cell, baseline)]
+            if not all(s is not None and self.current(s, c, seed, split)
+                       for s, c in scored) or data.get("hyps") != [s["hyp"] for s, _ in scored]:
+                self.stale.add(path)  # it compared hypotheses the table does not show
+                return ""
+            verdicts.append(data.get("significance"))
+        if all(v == "better" for v in verdicts):
+            return BETTER
+        if all(v == "worse" for v in verdicts):
+            return WORSE
+        return ""
+
+    def current(self, record: dict, cell: Cell, seed: int, split: str | None = None) -> bool:
+        """Is `record` (an output of the cell's run) made from what is there now: the training
+        in the run's directory, inputs unchanged since it trained, and for a `split`'s scores
+        the hypotheses they record (`hyp`, where the file is there to compare)?"""
+        run_dir = self.path(cell.run_dir(seed))
+        if not provenance.current(record, run_dir):
+            return False
+        if split is not None and "hyp" in record:
+            hyp = self.path(cell.file(layout.HYP, seed, split=split))
+            if hyp.is_file() and record["hyp"] != self._digest(hyp):
+                return False  # decoded again since it was scored
+        return self._inputs_unchanged(run_dir)
+
+    def _inputs_unchanged(self, run_dir: Path) -> bool:
+        """The run's inputs are what its finished training recorded (those still there: a
+        results directory copied without the data cannot tell). Paths as the run was given
+        them (relative to the workflow's directory); other runs' outputs in this results
+        directory."""
+        if run_dir not in self._inputs_current:
+            summary = read_result(run_dir / Path(layout.TRAIN_SUMMARY).name)
+            config = read_result(run_dir / Path(layout.RUN_CONFIG).name)
+            recorded = summary.get("inputs") if summary is not None else None
+            paths = config.get("paths") if config is not None else None
+            self._inputs_current[run_dir] = not (
+                isinstance(recorded, dict) and isinstance(paths, dict)
+                and provenance.changed_inputs(recorded, self._localised(paths), missing_ok=True,
+                                              digest=self._digest))
+        return self._inputs_current[run_dir]
+
+    def _localised(self, paths: dict[str, Any]) -> dict[str, Any]:
+        """A run's input paths, those under results/runs/ (other runs' outputs) moved into
+        this results directory."""
+        runs = Path(layout.RUNS)
+        return {name: self._localised(value) if isinstance(value, dict)
+                else self.path(value) if Path(value).parts[:len(runs.parts)] == runs.parts
+                else value for name, value in paths.items() if isinstance(value, dict | str)}
+
+    def _digest(self, path: Path) -> str:
+        if path not in self._digests:
+            self._digests[path] = provenance.path_digest(path)
+        return self._digests[path]
+
+
+def _get(data: dict, keys: tuple[str, ...], path: Path) -> float:
+    value: Any = data
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise InputError(f"{path}: missing key '{'.'.join(keys)}'")
+        value = value[key]
+    if not is_number(value):
+        raise InputError(f"{path}: key '{'.'.join(keys)}' must be a number, got {value!r}")
+    return float(value)

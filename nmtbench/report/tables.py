@@ -1,0 +1,414 @@
+"""Render `results/tables.md` and the figures: every requested table, ours next to the paper's.
+
+A cell shows our number (mean ± std over seeds when there are several), a significance mark from
+compare-mt's paired bootstrap against the table's baseline row, and, where our data is the
+paper's own, the paper's number and the difference. On the toy world our numbers stand alone
+and the paper's are listed separately, because they were measured on other data. Cells whose
+method is not implemented, or that the paper quotes from other work, say so instead of
+vanishing; a run that has not finished shows as "missing", and so does a number made from an
+earlier training of its run, by a training whose inputs changed since, or from hypotheses
+decoded again since (listed at the end, `nmtbench.provenance`). Every row links its
+run directories, and a provenance block says which code, config, hardware and libraries
+produced the numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+from fnmatch import fnmatch
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+import torch
+
+from nmtbench.devices import cpu_model
+from nmtbench.errors import InputError
+from nmtbench.fileio import write_text
+from nmtbench.records import read_result
+from nmtbench.report import figures
+from nmtbench.report.claims import HOLDS, check_claims
+from nmtbench.report.results import BETTER, WORSE, Results
+from nmtbench.workflow import layout
+from nmtbench.workflow.metric_registry import METRICS
+from nmtbench.workflow.papers import Table
+from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, tested_against
+from nmtbench.workflow.pretrain_settings import PretrainConfig
+
+MISSING = "missing"
+# a quality score (BLEU, ROUGE) under this fraction of its table's baseline, itself at least
+# UNLEARNED_BASELINE, is marked: the run did not learn the task
+UNLEARNED = "†"
+UNLEARNED_FRACTION = 0.25
+UNLEARNED_BASELINE = 5.0
+
+log = logging.getLogger(__name__)
+LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "rouge-score",
+             "snakemake", "pandas", "matplotlib")
+
+
+def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
+                 pretrained_dir: Path = Path(layout.PRETRAINED_ROOT)) -> list[Path]:
+    """Write tables.md (at `out`) and the requested figures (under `out`'s figures/) from the
+    runs in `results_dir` and the checkpoints pre-trained under `pretrained_dir`; `root` is
+    the repository whose commit goes into the provenance."""
+    root, out = Path(root).resolve(), Path(out).resolve()
+    results = Results(plan, Path(results_dir).resolve())
+    _check_results_dir(plan, results)
+    lines = ["# Results", "",
+             "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
+             "paper's. Each table's source paper is named under its heading."]
+    toy = sorted({cell.dataset for t in plan.tables for _, _, cell in plan.table_cells(t)
+                  if plan.config["datasets"][cell.dataset]["kind"] == "toyworld"}
+                 | {c.dataset for f in plan.figures for c in plan.figure_cells(f)
+                    if plan.config["datasets"][c.dataset]["kind"] == "toyworld"})
+    if toy:
+        lines.append(f"Datasets {', '.join(toy)} are generated toy worlds: **toy-world numbers; "
+                     "not comparable to the papers**, so their cells show ours alone.")
+    for table in plan.tables:
+        lines += ["", *_table_section(plan, results, table, out.parent)]
+    written = []
+    if plan.figures:
+        lines += ["", "## Figures", ""]
+        for figure in plan.figures:
+            drawn = figures.draw(plan, results, figure, out.parent / "figures")
+            written += drawn.paths
+            png = Path(os.path.relpath(drawn.paths[0], out.parent)).as_posix()
+            lines += [f"### {figure.name}", "", f"![{figure.name}]({quote(png)})", "",
+                      drawn.caption, ""]
+    if plan.catalogue.claims:
+        lines += ["", *_claims_section(plan, results)]
+    if plan.pretrained_targets():
+        lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
+    if plan.teachers():
+        lines += ["", *_teachers_section(plan, results)]
+    if results.stale:
+        log.warning("left out %d result files no longer made from what is there (listed in %s)",
+                    len(results.stale), out)
+        lines += ["", "## Left out: made from an earlier training", "",
+                  "These files were made from a training that is no longer in its run "
+                  "directory (retrained, refused or removed since), by a training whose inputs "
+                  "(data, tokenizers, pre-trained checkpoints) have changed since, or from "
+                  "hypotheses decoded again since; their cells show "
+                  f"{MISSING} until the workflow makes them again:", "",
+                  *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
+    lines += ["", "## Provenance", "",
+              *_provenance(plan.config, root, _run_records(plan, results))]
+    write_text(out, "\n".join(lines).rstrip() + "\n")
+    return [out, *written]
+
+
+def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> list[str]:
+    paper = plan.catalogue.papers.get(table.paper, {})
+    cells = plan.table_cells(table)
+    comparable = {(i, j): plan.comparable(table.rows[i].dataset(table.columns[j]), cell.dataset)
+                  for i, j, cell in cells}
+    merged = plan.column_groups(table)
+    rows, shared, unlearned = [], {}, []
+    for i, row in enumerate(table.rows):
+        rendered: dict[str, str] = {"": row.label}
+        run_links: dict[str, str] = {}
+        for group in merged:
+            j, col = group[0], table.columns[group[0]]
+            cell = cells[i * len(table.columns) + j][2]
+            label = " / ".join(table.columns[k].label for k in group)
+            text, note = _cell_text(plan, results, table, j, row.reported.get(col.key), cell,
+                                    comparable[(i, j)])
+            rendered[label] = text
+            if note:
+                log_file = cell.file(layout.TRAIN_LOG, plan.seeds[0])
+                link = _link(log_file.removeprefix(layout.RUNS + "/"), results.path(log_file),
+                             base)
+                unlearned.append(f"{row.label} ({label}): {note}; training log {link}")
+            if cell.run is not None:
+                for seed in plan.seeds:
+                    run_dir = cell.run_dir(seed)
+                    run_links[run_dir] = _link(run_dir.removeprefix(layout.RUNS + "/"),
+                                               results.path(run_dir), base)
+                members = plan.sharing(cell.dataset, cell.run)
+                if len(members) > 1:
+                    shared[f"{cell.dataset}/{cell.run}"] = members
+        rendered["runs"] = " ".join(run_links.values()) or "-"
+        rows.append(rendered)
+    lines = [f"## {table.name}", "",
+             f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
+             table.caption, "", _markdown(pd.DataFrame(rows)), ""]
+    notes = []
+    scores = ", ".join(dict.fromkeys(
+        "BLEU" if METRICS[c.metric].significance == "bleu" else "the column's ROUGE F1"
+        for c in table.columns if METRICS[c.metric].significance))
+    if table.baseline is not None and scores:
+        notes.append(f"{BETTER}/{WORSE}: significantly better/worse than the baseline row "
+                     f"({table.baseline}) in every seed (compare-mt paired bootstrap, {scores}, "
+                     f"{plan.config['analysis']['bootstrap_samples']} resamples, p < 0.05).")
+    if len(plan.seeds) > 1:
+        notes.append(f"Ours: mean ± sample std over seeds {', '.join(map(str, plan.seeds))}.")
+    if not all(comparable.values()):
+        notes.append("Columns on data other than the paper's show ours alone; the paper's "
+                     "numbers for them are listed below.")
+    for run, members in sorted(shared.items()):
+        notes.append(f"Run {run} trains {', '.join(members)}: their settings are identical on "
+                     "this dataset.")
+    if len(merged) < len(table.columns):
+        notes.append("Columns joined by / are one measurement: on this data their runs, "
+                     "decoding and split are the same.")
+    notes += [f"{UNLEARNED} did not learn: {n}" for n in unlearned]
+    lines += [f"- {n}" for n in notes]
+    if not all(comparable.values()) and any(v is not None for row in table.rows
+                                            for v in row.reported.values()):
+        reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
+                                       for col in table.columns}} for row in table.rows]
+        lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",
+                  _markdown(pd.DataFrame(reported))]
+    notes = [f"{row.label}: {row.note}" for row in table.rows if row.note]
+    if notes:
+        lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
+    return lines
+
+
+def _cell_text(plan: Plan, results: Results, table: Table, column: int,
+               reported: float | None, cell: Cell, comparable: bool) -> tuple[str, str]:
+    """Ours (± std), the significance mark, and on the paper's own data its number and Δ;
+    and, for a score far below the baseline's, a note saying so and where its log is."""
+    col = table.columns[column]
+    paper = (f" (paper {_reported(reported, col.metric)})"
+             if comparable and reported is not None else "")
+    if cell.status == EXTERNAL:
+        return ("external" + paper if comparable else "external (quoted by the paper)"), ""
+    if cell.status == NOT_IMPLEMENTED:
+        return NOT_IMPLEMENTED + paper, ""
+    baseline = plan.baseline_cell(table, column)
+    if col.metric == "speedup" and baseline is None:
+        return "no baseline" + paper, ""
+    values = [results.measure(cell, col.split, col.metric, seed, baseline)
+              for seed in plan.seeds]
+    done = [v for v in values if v is not None]
+    if not done:
+        return MISSING + paper, ""
+    text = _format(done, col.metric)
+    if METRICS[col.metric].significance and tested_against(cell, baseline):
+        text += results.significance(cell, baseline, col.split, col.metric)
+    note = _unlearned(plan, results, col, cell, baseline, statistics.mean(done))
+    if note:
+        text += UNLEARNED
+    if len(done) < len(values):
+        text += f" ({len(values) - len(done)} of {len(values)} seeds missing)"
+    if paper:
+        diff = _format([statistics.mean(done) - reported], col.metric)
+        text += f"{paper[:-1]}, Δ {'' if diff.startswith('-') else '+'}{diff})"
+    return text, note
+
+
+def _unlearned(plan: Plan, results: Results, col, cell: Cell, baseline: Cell | None,
+               ours: float) -> str:
+    """A score under UNLEARNED_FRACTION of the baseline's (which must itself have learned
+    something): the run did not learn the task, which the bare number would hide. Says so
+    with both scores (not valid losses: a method's loss may add terms of its own, so two runs'
+    losses need not be comparable; its training log has them)."""
+    if (not METRICS[col.metric].quality or baseline is None
+            or (baseline.run, baseline.tag) == (cell.run, cell.tag)):
+        return ""
+    theirs = [v for seed in plan.seeds
+              if (v := results.measure(baseline, col.split, col.metric, seed, None)) is not None]
+    if not theirs or statistics.mean(theirs) < UNLEARNED_BASELINE or (
+            ours >= UNLEARNED_FRACTION * statistics.mean(theirs)):
+        return ""
+    fmt = METRICS[col.metric].format
+    return f"{fmt(ours)} against the baseline's {fmt(statistics.mean(theirs))}"
+
+
+def _check_results_dir(plan: Plan, results: Results) -> None:
+    """A report of a directory that is not the plan's results would be a table of "missing":
+    refuse one that does not exist or holds none of the run outputs the plan reads (while
+    the runs go on, some are missing: that is a report, with them marked)."""
+    if not results.results_dir.is_dir():
+        raise InputError(f"{results.results_dir}: no such results directory")
+    targets = plan.targets()
+    if targets and not any(results.path(target).exists() for target in targets):
+        raise InputError(f"{results.results_dir}: none of the {len(targets)} run outputs the "
+                         f"requested tables read is there (e.g. {results.path(targets[0])}); "
+                         "is this the results directory of this config?")
+
+
+def _format(values: list[float], metric: str) -> str:
+    """One value, or mean ± std (a parameter count the seeds agree on stays one value)."""
+    fmt = METRICS[metric].format
+    if len(values) == 1 or (METRICS[metric].pattern is None and len(set(values)) == 1):
+        return fmt(values[0])
+    return f"{fmt(statistics.mean(values))} ± {fmt(statistics.stdev(values))}"
+
+
+def _claims_section(plan: Plan, results: Results) -> list[str]:
+    """Each paper's findings: its numbers, ours, and whether the finding holds on our runs."""
+    verdicts = check_claims(plan, results)
+    held = sum(v.holds.startswith(HOLDS) for v in verdicts)
+    checked = sum(not v.holds.startswith(("not run", "not checked")) for v in verdicts)
+    rows = [{"Claim": f"{v.claim.claim} ({v.claim.paper}: {v.claim.source})",
+             "Table": v.claim.table, "Paper": v.paper, "Ours": v.ours, "On our runs": v.holds}
+            for v in verdicts]
+    return ["## Claims", "",
+            f"The papers' own findings (`claims:` in papers/*.yaml), checked on the runs above: "
+            f"{held} of the {checked} checked hold, of {len(verdicts)} transcribed. A row is "
+            f"better when its number is higher (scores, speedups) or lower (latency, "
+            f"parameters); {BETTER}/{WORSE}: the paired bootstrap between the two rows says so "
+            "in every seed. Ours are means over seeds; a claim about a table this config does "
+            "not request is not run.", "", _markdown(pd.DataFrame(rows))]
+
+
+# What the sections below read of a pre-training's and a teacher's soft targets' record
+PRETRAIN_NUMBERS = ("settings.layers", "settings.d_model", "settings.lr", "params", "updates",
+                    "epochs", "heldout.accuracy", "heldout.perplexity", "seconds",
+                    "settings.dropout?", "settings.mask_prob?", "settings.mask_replace_prob?",
+                    "settings.random_replace_prob?")
+SOFT_TARGETS_NUMBERS = ("valid_masked_accuracy", "pairs", "target_positions",
+                        "bytes_per_target_position", "seconds_per_1000_pairs")
+
+
+def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
+    """How well the checkpoints pre-trained in the DAG learned, on their held-out text."""
+    rows = []
+    for name in plan.pretrained_targets():
+        spec = plan.config["pretraining"][name]
+        planned = Path(layout.PRETRAIN_SUMMARY.format(pretrained=name))
+        summary = read_result(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT),
+                              keys=("settings",), numbers=PRETRAIN_NUMBERS)
+        row = {"Checkpoint": name, "Model": spec["model"],
+               "Corpus": f"{spec['dataset']} mono.{spec['side']}"}
+        if summary is None:
+            rows.append({**row, "Layers × d": "missing"})
+            continue
+        settings, heldout = summary["settings"], summary["heldout"]
+        rows.append({**row, "Objective": _objective(spec["model"], settings),
+                     "Layers × d": f"{settings['layers']} × {settings['d_model']}",
+                     "Params": METRICS["params_total"].format(summary["params"]),
+                     "Updates (epochs)": f"{summary['updates']} ({summary['epochs']:g})",
+                     "lr": f"{settings['lr']:g}",
+                     "Dropout": f"{settings.get('dropout', PretrainConfig.dropout):g}",
+                     "Held-out accuracy": f"{100 * heldout['accuracy']:.1f}%",
+                     "Held-out perplexity": f"{heldout['perplexity']:.1f}",
+                     "Seconds": f"{summary['seconds']:.0f}"})
+    return ["## Pre-trained checkpoints", "",
+            "Pre-trained in the DAG on the toy world's monolingual text. Objective: a BERT's "
+            "share of tokens selected for prediction, and of those the shares given as [MASK], "
+            "as a random token and kept (BERT's own: 15%, 80/10/10). Held-out accuracy: tokens "
+            "given as [MASK] predicted correctly (BERT) or next tokens (GPT-2), on the corpus's "
+            "last sentences, never trained on.", "",
+            _markdown(pd.DataFrame(rows).fillna("-"))]
+
+
+def _objective(model: str, settings: dict[str, Any]) -> str:
+    """"masked LM 30%: 50/10/40" (selected; [MASK]/random/kept) or "causal LM"."""
+    if model != "bert":
+        return "causal LM"
+    defaults = PretrainConfig(model="bert")
+    select, masked, randomised = (settings.get(k, getattr(defaults, k)) for k in
+                                  ("mask_prob", "mask_replace_prob", "random_replace_prob"))
+    shares = [round(100 * x) for x in (masked, randomised, 1 - masked - randomised)]
+    return f"masked LM {100 * select:g}%: {'/'.join(map(str, shares))}"
+
+
+def _teachers_section(plan: Plan, results: Results) -> list[str]:
+    """How well each C-MLM teacher learned (masked-token accuracy on valid, every target
+    position masked once) and what its soft targets cost (nmtbench/methods/bert_kd.py)."""
+    rows = []
+    for teacher, top_k in plan.teachers():
+        for seed in plan.seeds:
+            info = read_result(results.path(teacher.file(layout.SOFT_TARGETS_INFO, seed,
+                                                          top_k=top_k)),
+                               keys=("objective",), numbers=SOFT_TARGETS_NUMBERS)
+            row = {"Teacher": f"{teacher.dataset}/{teacher.run}/seed{seed}",
+                   "Objective": "-" if info is None else info["objective"]}
+            if info is None:
+                rows.append({**row, "Valid masked-token accuracy": "missing"})
+                continue
+            accuracy = 100 * info["valid_masked_accuracy"]
+            rows.append({**row, "Valid masked-token accuracy": f"{accuracy:.1f}%",
+                         f"Soft targets (top {top_k})": f"{info['pairs']} pairs, "
+                         f"{info['target_positions']} positions",
+                         "Bytes per position": f"{info['bytes_per_target_position']:.1f}",
+                         "Seconds per 1,000 pairs": f"{info['seconds_per_1000_pairs']:.2f}"})
+    return ["## Fine-tuned teachers (C-MLM)", "",
+            "BERTs fine-tuned with the conditional masked LM, whose top-K distributions of the "
+            "training targets their students learn from. Accuracy: the valid targets' tokens "
+            "predicted correctly, each masked once (with every 7th of its pair's positions).",
+            "", _markdown(pd.DataFrame(rows).fillna("-"))]
+
+
+def _reported(value: float | None, metric: str) -> str:
+    if value is None:
+        return "-"
+    return _format([value], metric)
+
+
+def _link(text: str, target: Path, base: Path) -> str:
+    return f"[{text}]({quote(Path(os.path.relpath(target, base)).as_posix())})"
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    """A GitHub table of string cells, kept as written (no number re-parsing), pipes escaped."""
+    frame = frame.map(lambda text: str(text).replace("|", "\\|"))
+    return frame.to_markdown(index=False, disable_numparse=True)
+
+
+def _run_records(plan: Plan, results: Results) -> list[dict]:
+    """The metrics records among the requested files (devices, BLEU signatures)."""
+    metrics = layout.METRICS.format(**{name: "*" for name in layout.fields(layout.METRICS)})
+    records = []
+    for target in plan.targets():
+        if fnmatch(target, metrics):
+            data = read_result(results.path(target))
+            if data is not None:
+                records.append(data)
+    return records
+
+
+def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
+    config_hash = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    devices = sorted({str(run.get("train", {}).get("device")) for run in runs})
+    lines = [
+        f"- git commit: {git_commit(root)}",
+        f"- config hash: {config_hash} (sha256 of the config as sorted JSON)",
+        f"- platform: {platform.platform()}",
+        f"- CPU: {cpu_model()}, {os.cpu_count()} cores",
+        f"- CUDA device: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}",
+        f"- training devices seen in runs: {', '.join(devices) or 'none'}",
+        f"- python {platform.python_version()}; "
+        + "; ".join(f"{name} {_version(name)}" for name in LIBRARIES),
+        "- BLEU signatures seen in runs:",
+    ]
+    signatures = sorted(
+        {("sacreBLEU", str(run["bleu"]["signature"])) for run in runs}
+        | {("tokenized", str(run["bleu"]["tokenized_signature"])) for run in runs}
+    )
+    lines += [f"  - {kind}: `{signature}`" for kind, signature in signatures] or ["  - none"]
+    return lines
+
+
+def git_commit(root: Path) -> str:
+    """HEAD of `root`, with +dirty when the work tree has changes the commit does not hold
+    (outside results/, which holds this report and the figures being written)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=False)
+        if head.returncode != 0:
+            return "uncommitted/unknown"
+        status = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)results"],
+                                cwd=root, capture_output=True, text=True, check=False)
+    except OSError:
+        return "uncommitted/unknown"
+    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"

@@ -1,0 +1,176 @@
+"""A C-MLM teacher's soft targets of a training set (Chen et al. 2020,
+`nmtbench/methods/bert_kd.py`): for every pair and every position of `y [SEP]`, the teacher's top-K
+log-probs with that position masked, computed once and read by every student.
+
+Each position is masked exactly once: a pair with a target of n positions is copied
+c = min(copies, n) times and copy r masks the positions j with j mod c = r, so one forward
+pass serves n / c positions (the authors' code: 7 copies; a left-to-right teacher, which would
+see the masks left of a position, gets one copy per position). One safetensors file holds every
+pair's rows, keyed by line number: `offsets` (lines + 1), `ids` (positions x K, int32) and
+`logprobs` (positions x K, float16); its metadata names K, the target vocabulary's digest and
+size, so that a student with another vocabulary is refused instead of learning from ids
+that mean other words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from nmtbench.errors import InputError
+from nmtbench.fileio import atomic_path, write_json
+from nmtbench.training.batches import ParallelData
+
+log = logging.getLogger(__name__)
+
+COPIES = 7  # masked copies of a pair per forward pass (the authors' num_samples)
+
+
+def vocab_digest(tokenizer: Any) -> str:
+    """A digest of a tokenizer's vocabulary (piece -> id), the soft targets' id space."""
+    pieces = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    return hashlib.sha256(pieces.encode()).hexdigest()
+
+
+def copy_masks(length: int, copies: int = COPIES) -> torch.Tensor:
+    """(c, length) booleans, c = min(copies, length): copy r masks positions j = r mod c, so
+    every position is masked in exactly one copy."""
+    c = min(copies, length)
+    return torch.arange(length)[None, :] % c == torch.arange(c)[:, None]
+
+
+@torch.no_grad()
+def teacher_topk(model: Any, data: ParallelData, top_k: int, max_tokens: int,
+                 copies: int = COPIES, desc: str = "soft targets"
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """For each pair of `data`, in order: the ids (n, K) and log-probs (n, K) of the teacher's
+    top K at each of its n target positions, that position masked."""
+    v = model.tgt_vocab
+    ids: list[torch.Tensor] = [torch.empty(0)] * len(data)
+    lprobs: list[torch.Tensor] = [torch.empty(0)] * len(data)
+    device = next(model.parameters()).device
+    batches = data.batches(max_tokens // copies or 1)
+    for indices in tqdm(batches, desc=desc, unit="batch", mininterval=5, disable=None):
+        batch = data.collate(indices)
+        rows, masked, owners = [], [], []
+        for row, i in enumerate(indices):
+            n = len(data.tgt[i]) - 1  # y [SEP]
+            masks = copy_masks(n, copies)
+            target = batch.tgt_out[row, :n]
+            for mask in masks:
+                rows.append(row)
+                masked.append(target.masked_fill(mask, v.mask))
+                owners.append(mask)
+        width = batch.tgt_out.size(1)
+        tgt = torch.full((len(masked), width), v.pad, dtype=torch.long)
+        for r, m in enumerate(masked):
+            tgt[r, : len(m)] = m
+        out = model.predict(batch.src[rows].to(device), tgt.to(device)).cpu()  # (R, T, V)
+        top = out.topk(top_k, dim=-1)
+        for row, i in enumerate(indices):
+            n = len(data.tgt[i]) - 1
+            pair_ids = torch.empty(n, top_k, dtype=torch.int32)
+            pair_lp = torch.empty(n, top_k, dtype=torch.float16)
+            for r in (r for r, owner in enumerate(rows) if owner == row):
+                mask = owners[r]
+                pair_ids[mask] = top.indices[r, :n][mask].int()
+                pair_lp[mask] = top.values[r, :n][mask].half()
+            ids[i], lprobs[i] = pair_ids, pair_lp
+    return ids, lprobs
+
+
+def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
+         valid_src: str | Path, valid_tgt: str | Path, out: str | Path, top_k: int,
+         info: str | Path | None = None, max_tokens: int = 4096,
+         device: str = "auto") -> dict[str, Any]:
+    """Write the teacher's top-K soft targets of every training pair to `out` (safetensors),
+    and a summary (size, time, the teacher's masked-token accuracy on valid) to `info`."""
+    from safetensors.torch import save_file
+
+    from nmtbench.evaluation.translate import load_run_model
+
+    model, src_tok, tgt_tok, cfg = load_run_model(run_dir, device=device)
+    if getattr(model, "decoding", None) != "none" or not hasattr(model, "predict"):
+        raise InputError(f"{run_dir}: not a teacher run (method {cfg.get('method')!r}; soft "
+                         "targets come from a c-mlm run)")
+    if top_k > model.tgt_vocab.size:
+        raise InputError(f"top_k {top_k} exceeds the vocabulary ({model.tgt_vocab.size})")
+    start = time.perf_counter()
+    # a left-to-right teacher sees the masks left of a position: one masked position a copy
+    copies = COPIES if model.settings.objective == "cmlm" else model.max_length
+    train = ParallelData.load(train_src, train_tgt, src_tok, tgt_tok, src_bos=True)
+    ids, lprobs = teacher_topk(model, train, top_k, max_tokens, copies,
+                               desc=f"soft targets {out}")
+    seconds = time.perf_counter() - start
+    lengths = torch.tensor([len(t) for t in ids])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    tensors = {"offsets": offsets, "ids": torch.cat(ids), "logprobs": torch.cat(lprobs)}
+    metadata = {"top_k": str(top_k), "vocab_size": str(model.tgt_vocab.size),
+                "vocab_digest": vocab_digest(tgt_tok), "teacher": str(run_dir)}
+    with atomic_path(out) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
+    valid = ParallelData.load(valid_src, valid_tgt, src_tok, tgt_tok, src_bos=True)
+    valid_ids, _ = teacher_topk(model, valid, 1, max_tokens, copies,
+                                desc="teacher accuracy (valid)")
+    hits = sum(int((p[:, 0] == torch.tensor(t[1:])).sum()) for p, t in zip(valid_ids,
+                                                                            valid.tgt,
+                                                                            strict=True))
+    positions = int(lengths.sum())
+    summary = {"pairs": len(train), "target_positions": positions, "top_k": top_k,
+               "bytes": Path(out).stat().st_size,
+               "bytes_per_target_position": Path(out).stat().st_size / max(positions, 1),
+               "seconds": round(seconds, 2),
+               "seconds_per_1000_pairs": round(1000 * seconds / max(len(train), 1), 3),
+               "valid_masked_accuracy": hits / max(sum(len(t) - 1 for t in valid.tgt), 1),
+               "valid_positions": sum(len(t) - 1 for t in valid.tgt),
+               "teacher": str(run_dir), "method": cfg.get("method"),
+               "objective": cfg.get("objective", "cmlm")}
+    if info is not None:
+        write_json(info, summary)
+    log.info("soft targets of %d pairs (%d positions, top %d): %.1f bytes a position, %.1f s "
+             "per 1000 pairs; teacher's masked-token accuracy on valid %.1f%%", len(train),
+             positions, top_k, summary["bytes_per_target_position"],
+             summary["seconds_per_1000_pairs"], 100 * summary["valid_masked_accuracy"])
+    return summary
+
+
+def load(path: str | Path, data: ParallelData, tokenizer: Any, top_k: int) -> None:
+    """Attach the soft targets of `path` to the training pairs of `data` (extras `soft_ids`
+    and `soft_logprobs`, by line number): refused, one line, when made in another vocabulary,
+    with fewer than `top_k` candidates, or for other targets than `data`'s."""
+    from safetensors import SafetensorError, safe_open
+
+    from nmtbench.methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            offsets, ids, lprobs = (f.get_tensor(k) for k in ("offsets", "ids", "logprobs"))
+    except (OSError, SafetensorError) as err:
+        raise InputError(f"{path}: not a soft-targets file ({err})") from None
+    if meta.get("vocab_digest") != vocab_digest(tokenizer):
+        raise InputError(f"{path}: made in another target vocabulary than the student's "
+                         "(the student must read its teacher's vocabulary)")
+    if int(meta.get("top_k", 0)) < top_k:
+        raise InputError(f"{path}: holds the top {meta.get('top_k')} of each position, the "
+                         f"student asks for top_k {top_k}")
+    lines = len(offsets) - 1
+    by_line = {}
+    for line, tgt in zip(data.lines, data.tgt, strict=True):
+        if line >= lines:
+            raise InputError(f"{path}: nothing for line {line + 1} of the corpus (it has "
+                             f"{lines} lines)")
+        start, end = int(offsets[line]), int(offsets[line + 1])
+        if end - start != len(tgt) - 1:
+            raise InputError(f"{path}: line {line + 1} has {end - start} target positions, "
+                             f"the corpus's target has {len(tgt) - 1}: made from other data")
+        by_line[line] = (ids[start:end, :top_k], lprobs[start:end, :top_k])
+    data.attach(SOFT_IDS, {k: v[0] for k, v in by_line.items()}, str(path))
+    data.attach(SOFT_LOGPROBS, {k: v[1] for k, v in by_line.items()}, str(path))

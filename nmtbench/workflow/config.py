@@ -1,0 +1,441 @@
+"""Workflow configuration: schema validation and cross-references, before any job runs.
+
+`rules/common.smk` calls `check` before building the DAG, so a bad config or paper file stops
+with one line naming the file and key; the returned plan turns the requested tables into files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from nmtbench.data.recipes import check_sources
+from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.workflow.method_registry import MethodInfo, method_infos
+from nmtbench.workflow.metric_registry import DETOK_LANGS
+from nmtbench.workflow.papers import PAPERS_DIR, load_catalogue, load_yaml
+from nmtbench.workflow.plan import Plan, generated
+from nmtbench.workflow.pretrain_settings import PretrainConfig
+from nmtbench.workflow.pretrained_names import checkpoint_dir
+from nmtbench.workflow.schema import Validator
+from nmtbench.workflow.train_settings import TrainConfig
+
+# `back_translation: true` asks for a published back-translated corpus (a dataset with one)
+SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "back_translation"}
+SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+# The schema's $defs.name in words, for the error messages
+NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
+             "or digit: it becomes part of file paths and commands")
+
+
+def name_pattern(schema_path: str | Path) -> str:
+    """The schema's pattern of a safe name ($defs.name), unanchored: the workflow constrains
+    its wildcards with it, so a path part is only ever a name the config check allows."""
+    schema = load_yaml(Path(schema_path).read_text())
+    return schema["$defs"]["name"]["pattern"].removeprefix("^").removesuffix("$")
+
+
+def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Check the config against the JSON schema; the first error becomes a one-line message."""
+    validator = Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        if bad := _non_finite(config):
+            raise InputError(f"config key '{bad[0]}': {bad[1]} is not a finite number")
+        return
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        key = f"{schema_key(error)}.{missing}" if error.absolute_path else missing
+        raise InputError(f"config key '{key}' is missing")
+    raise InputError(f"config key '{schema_key(error)}': {_message(error, schema)}")
+
+
+def _message(error: jsonschema.ValidationError, schema: dict[str, Any]) -> str:
+    """The error's message: a schema's own (`x-message`) where it has one; a name that fails
+    $defs.name says what a name may hold."""
+    if isinstance(error.schema, dict) and "x-message" in error.schema:
+        return error.schema["x-message"].format(instance=error.instance)
+    if (error.validator == "pattern"
+            and error.validator_value == schema.get("$defs", {}).get("name", {}).get("pattern")):
+        return f"{error.instance!r} is not a name ({NAME_RULE})"
+    return error.message
+
+
+def _check_download_paths(sources: dict[str, Any], name: str) -> None:
+    """A download's file key is its path under data/downloads/<source>/: names (`name`, the
+    schema's pattern) joined by "/", so it stays inside that directory."""
+    for source, spec in sources.items():
+        for file in spec["files"]:
+            if not all(re.fullmatch(name, part) for part in file.split("/")):
+                raise InputError(f"config key 'sources.{source}.files': {file!r} is not a "
+                                 f"relative path of names ({NAME_RULE})")
+
+
+def _check_detok_lang(lang: str, where: str) -> None:
+    """Moses' detokenizer takes any code and quietly applies its generic rules to one it has
+    none for, so a typo ('EN', 'english') would change sacreBLEU unnoticed: refuse it.
+    `where` names the setting."""
+    if lang not in DETOK_LANGS:
+        raise InputError(f"{where}: unknown detokenizer language {lang!r}; known: "
+                         f"{', '.join(DETOK_LANGS)}")
+
+
+def _non_finite(value: Any, key: str = "") -> tuple[str, float] | None:
+    """The dotted key and value of the first NaN or infinity (YAML's .nan, .inf) in `value`.
+    No setting may be one: JSON schema cannot say "finite", and as every comparison with NaN
+    is false, `minimum` lets it through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    items = (value.items() if isinstance(value, dict)
+             else enumerate(value) if isinstance(value, list) else ())
+    for k, v in items:
+        if bad := _non_finite(v, f"{key}.{k}" if key else str(k)):
+            return bad
+    return None
+
+
+def check(config: dict[str, Any], schema_path: str | Path,
+          papers_dir: str | Path = PAPERS_DIR) -> Plan:
+    """Schema, paper files, then references: experiments -> methods, tables -> datasets.
+
+    Returns the plan, so the workflow builds its DAG from exactly what was checked. The
+    implemented methods are the schema's (`$defs.methods`): checking imports none of them.
+    """
+    # `--config seeds=[1,2]` arrives as strings (snakemake parses lists with YAML's BaseLoader)
+    if isinstance(config, dict) and isinstance(config.get("seeds"), list):
+        config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
+                           for s in config["seeds"]]
+    schema = load_yaml(Path(schema_path).read_text())
+    validate(config, schema)
+    _check_download_paths(config.get("sources", {}), schema["$defs"]["name"]["pattern"])
+    resolve_reversed(config["datasets"])
+    definitions = schema["$defs"]
+    implemented = method_infos(definitions)
+    plan = Plan(config, load_catalogue(papers_dir), implemented)
+    trainer_keys = {f.name for f in fields(TrainConfig)}
+    decode_schema = definitions["decode"]
+    methods = set(implemented) | plan.catalogue.methods  # implemented, or named by the papers
+    for name in config.get("experiments", {}):
+        method = plan.experiments[name]["method"]
+        if method not in methods:  # a typo would otherwise read as "not implemented"
+            raise InputError(f"config key 'experiments.{name}.method': unknown method "
+                             f"{method!r}; known: {', '.join(sorted(methods))}")
+    defaults_checked, warm_starts = set(), []
+    for name, experiment in plan.experiments.items():
+        method = experiment["method"]
+        if all(plan.status(name, dataset) != "ok" for dataset in config["datasets"]):
+            continue  # not implemented yet, or quoted from other work: no run, nothing to check
+        info = implemented[method]
+        known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | info.keys
+        where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
+                 else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
+        _check_settings(experiment, info, decode_schema, where)
+        if any(key in experiment for key in (*info.parent_runs, *info.teachers)):
+            warm_starts.append((name, where))
+        for key in config["defaults"]:
+            if key not in known:
+                raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
+                                 f"or of method {method!r}")
+        if method not in defaults_checked:
+            _check_against(info.schema, config["defaults"], "config key 'defaults")
+            defaults_checked.add(method)
+    for name, where in warm_starts:  # once every experiment's settings are checked
+        _check_parent_runs(plan, name, where)
+    for dataset, spec in config["datasets"].items():
+        if "detok_lang" in spec:
+            _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
+        for name, settings in spec.get("overrides", {}).items():
+            where = f"config key 'datasets.{dataset}.overrides.{name}"
+            method = plan.experiments[name]["method"] if name in plan.experiments else name
+            if method not in implemented:
+                raise InputError(f"{where}': neither a method ({', '.join(sorted(implemented))}) "
+                                 "nor an experiment with one")
+            known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | implemented[method].keys
+            for key in settings:  # checked like an experiment's keys: a typo is never ignored
+                if key not in known:
+                    raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
+                                     f"method {method!r}")
+            _check_against(implemented[method].schema,
+                           {k: v for k, v in settings.items() if k != "decode"}, where)
+            _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
+        teacher = spec.get("seq_kd")
+        if teacher is not None and (teacher not in plan.experiments
+                                    or plan.status(teacher) != "ok"
+                                    or plan.decoding(dataset, teacher) != "at"):
+            raise InputError(f"config key 'datasets.{dataset}.seq_kd': {teacher!r} is not an "
+                             "implemented autoregressive experiment")
+        if spec["kind"] not in ("toyworld", "reversed"):  # a recipe, and downloads for it
+            check_sources(dataset, spec, config.get("sources", {}))
+        if "back_translation" in spec:
+            _check_back_translation(config, plan, dataset)
+    for paper_dataset, dataset in config.get("dataset_map", {}).items():
+        if dataset not in config["datasets"]:
+            raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
+                             f"{dataset!r}")
+    for name, spec in config.get("pretraining", {}).items():
+        where = f"config key 'pretraining.{name}"
+        if config["datasets"].get(spec["dataset"], {}).get("kind") != "toyworld":
+            raise InputError(f"{where}.dataset': {spec['dataset']!r} is not a configured toy "
+                             "world (pre-training reads its monolingual corpus)")
+        try:
+            PretrainConfig.from_dict(pretrain_settings(spec))
+        except InputError as err:
+            raise InputError(f"{where}': {err}") from None
+    for name, spec in config.get("trimmed", {}).items():
+        where = f"config key 'trimmed.{name}"
+        if name in config.get("pretraining", {}):
+            raise InputError(f"{where}': also a `pretraining` name")
+        if spec["dataset"] not in config["datasets"]:
+            raise InputError(f"{where}.dataset': unknown dataset {spec['dataset']!r}")
+        if spec["checkpoint"] in config["trimmed"]:
+            raise InputError(f"{where}.checkpoint': {spec['checkpoint']!r} is trimmed itself; "
+                             "trim its original")
+        try:
+            checkpoint_dir(spec["checkpoint"], config.get("pretraining"))
+        except InputError as err:
+            raise InputError(f"{where}.checkpoint': {err}") from None
+    for dataset, spec in config["datasets"].items():
+        for side, name in spec.get("checkpoints", {}).items():
+            try:
+                checkpoint_dir(name, config.get("pretraining"))
+            except InputError as err:
+                raise InputError(f"config key 'datasets.{dataset}.checkpoints.{side}': "
+                                 f"{err}") from None
+    plan.targets()  # resolves every requested cell: unknown names and datasets fail here
+    for dataset, run in plan.runs():
+        plan.back_translation(dataset, run)  # configured where a run asks for it
+        vocabularies = {f"vocabulary ({side})": plan.vocabulary(dataset, run, side)[0]
+                        for side in ("src", "tgt")}
+        for role, name in {**plan.checkpoints(dataset, run), **vocabularies}.items():
+            if name is None:  # the dataset's own WordPiece
+                continue
+            try:
+                checkpoint_dir(name, config.get("pretraining"))
+            except InputError as err:
+                raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
+    return plan
+
+
+# What a reversed dataset does not take over from the one it reverses: how that one is made,
+# and what is trained on it (overrides may name one side's checkpoints).
+NOT_REVERSED = {"kind", "world", "seq_kd", "back_translation", "backtranslation",
+                "compound_split", "overrides"}
+
+
+def resolve_reversed(datasets: dict[str, Any]) -> None:
+    """Complete every `kind: reversed` dataset in place: the dataset `of` read the other way
+    round (its prepared files with the sides swapped), so a reverse model for back-translation
+    trains on exactly the forward data. Languages, vocabulary sizes and checkpoints swap
+    sides; case carries over; keys the entry sets itself win (overrides are its own: the
+    original's may name a side's checkpoint)."""
+    for name, spec in datasets.items():
+        if spec["kind"] != "reversed":
+            continue
+        base = datasets.get(spec["of"])
+        if base is None or base["kind"] == "reversed":
+            raise InputError(f"config key 'datasets.{name}.of': {spec['of']!r} is not a "
+                             "configured dataset that is not itself reversed")
+        inherited = {k: v for k, v in base.items() if k not in NOT_REVERSED}
+        for key in ("vocab_size", "checkpoints"):
+            if key in base:
+                inherited[key] = {side: base[key][other] for side, other
+                                  in (("src", "tgt"), ("tgt", "src"), ("joint", "joint"))
+                                  if other in base[key]}
+        if "src_lang" in base:
+            inherited.update(src_lang=base["tgt_lang"], tgt_lang=base["src_lang"],
+                             detok_lang=base["src_lang"])
+        datasets[name] = {**inherited, **spec}
+
+
+def _check_parent_runs(plan: Plan, name: str, where: str) -> None:
+    """Each run an experiment loads (`init_from`, `features_from`) is an implemented
+    experiment's, and following them from there never comes back (an experiment cannot load
+    itself, directly or through a chain)."""
+    def visit(experiment: str, chain: list[str]) -> None:
+        spec = plan.experiments[experiment]
+        info = plan.implemented[spec["method"]]
+        for key in (*info.parent_runs, *info.teachers):
+            if not spec.get(key):
+                continue
+            parent = spec[key]["experiment"]
+            if parent not in plan.experiments or plan.status(parent) != "ok":
+                raise InputError(f"{where}.{key}.experiment': {parent!r} is not an implemented "
+                                 "experiment")
+            teacher = plan.implemented[plan.experiments[parent]["method"]]
+            if key in info.teachers and teacher.decodings != ("none",):
+                raise InputError(f"{where}.{key}.experiment': {parent!r} is not a teacher "
+                                 "(a c-mlm experiment)")
+            if parent in chain:
+                raise InputError(f"{where}.{key}.experiment': warm starts form a cycle "
+                                 f"({' -> '.join([*chain, parent])})")
+            visit(parent, [*chain, parent])
+
+    visit(name, [name])
+
+
+def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:
+    """The reverse model must be an autoregressive experiment on a dataset translating this
+    one's target language into its source language; real data names its monolingual corpus."""
+    datasets = config["datasets"]
+    spec, bt = datasets[dataset], datasets[dataset]["back_translation"]
+    where = f"config key 'datasets.{dataset}.back_translation"
+    reverse = datasets.get(bt["reverse"])
+    if reverse is None:
+        raise InputError(f"{where}.reverse': unknown dataset {bt['reverse']!r}")
+    if reverse["kind"] == "reversed" or "src_lang" not in spec:  # no languages to compare
+        if reverse.get("of") != dataset:
+            raise InputError(f"{where}.reverse': {bt['reverse']!r} is not {dataset} read the "
+                             f"other way round (kind: reversed, of: {dataset})")
+    elif (reverse.get("src_lang"), reverse.get("tgt_lang")) != (
+            spec["tgt_lang"], spec["src_lang"]):
+        raise InputError(f"{where}.reverse': {bt['reverse']!r} does not translate "
+                         f"{spec['tgt_lang']} into {spec['src_lang']}")
+    model = bt["model"]
+    if (model not in plan.experiments or plan.status(model) != "ok"
+            or plan.decoding(bt["reverse"], model) != "at"):
+        raise InputError(f"{where}.model': {model!r} is not an implemented autoregressive "
+                         "experiment")
+    if generated(datasets, dataset):
+        if "corpus" in bt:
+            raise InputError(f"{where}.corpus': a toy world back-translates its own "
+                             "monolingual corpus; remove the key")
+    elif spec["kind"] == "reversed":
+        raise InputError(f"{where}': a reversed real dataset has no monolingual corpus of its "
+                         "own; configure the real dataset of this direction instead")
+    elif "corpus" not in bt:
+        raise InputError(f"{where}.corpus' is missing (the target-side monolingual corpus "
+                         "to back-translate)")
+    else:
+        from nmtbench.data.monolingual import check_sources as check_monolingual
+
+        check_monolingual(dataset, spec, bt["corpus"], config.get("sources", {}))
+
+
+def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """A `pretraining` entry's PretrainConfig fields (without where its corpus comes from)."""
+    return {k: v for k, v in spec.items() if k not in ("dataset", "side")}
+
+
+def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: dict[str, Any],
+                    where: str) -> None:
+    """An experiment's settings: each key the trainer's, the method's or the workflow's, and
+    every value as the schema says; `where` is the messages' prefix up to the key."""
+    known = {f.name for f in fields(TrainConfig)} | SETTINGS_OUTSIDE_TRAINER | info.keys
+    for key in settings:
+        if key not in known:
+            raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
+                             f"method {info.name!r}")
+    decoding = settings.get("decoding", info.decodings[0])
+    if decoding not in info.decodings:
+        raise InputError(f"{where}.decoding': method {info.name!r} decodes with "
+                         f"{' or '.join(info.decodings)}, not {decoding!r}")
+    _check_against(info.schema, {k: v for k, v in settings.items()
+                                 if k not in SETTINGS_OUTSIDE_TRAINER}, where)
+    if bad := _non_finite(settings):  # a paper's own settings: the config's are checked
+        raise InputError(f"{where}.{bad[0]}': {bad[1]} is not a finite number")
+    _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
+
+
+def check_run_settings(settings: dict[str, Any], where: str,
+                       schema_path: str | Path = SCHEMA) -> None:
+    """A run's resolved settings as `train` receives them, checked as the workflow checks an
+    experiment's (a config given to `train` by hand meets the same schema)."""
+    definitions = load_yaml(Path(schema_path).read_text())["$defs"]
+    implemented = method_infos(definitions)
+    if "method" not in settings:
+        raise InputError(f"{where}: key 'method' is missing")
+    method = settings["method"]
+    if method not in implemented:
+        raise InputError(f"{where}: key 'method': unknown method {method!r}; known: "
+                         f"{', '.join(sorted(implemented))}")
+    _check_settings(settings, implemented[method], definitions["decode"], f"{where}: key 'run")
+
+
+def check_no_aliases(config: dict[str, Any], where: str = "config") -> None:
+    """No mapping or list of a config read from YAML is the value of two keys. A YAML alias
+    (`key: *name`) makes them one object, and Snakemake merges a later `--configfile` into it
+    in place: a change meant for one key would silently change the other too (`{<<: *name}`
+    copies instead)."""
+    seen: dict[int, str] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if not isinstance(value, dict | list):
+            return
+        if id(value) in seen:
+            raise InputError(f"{where}: keys '{seen[id(value)]}' and '{path}' are one YAML "
+                             "alias (*name): a config merged over them would change both; "
+                             "write {<<: *name} to copy the mapping")
+        seen[id(value)] = path
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            walk(item, f"{path}.{key}" if path else str(key))
+
+    walk(config, "")
+
+
+def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCHEMA) -> None:
+    """A toy world's settings and split sizes as `toyworld` receives them, checked against
+    the schema's datasets.*.world as the workflow checks a config's."""
+    schema = load_yaml(Path(schema_path).read_text())
+    spec = schema["properties"]["datasets"]["additionalProperties"]["properties"]["world"]
+    _check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
+
+
+def check_pretrain_settings(settings: dict[str, Any], where: str,
+                            schema_path: str | Path = SCHEMA) -> None:
+    """A pre-training's settings as `pretrain` receives them, checked against the schema's
+    pretraining entries (without where the corpus comes from) as the workflow checks them."""
+    schema = load_yaml(Path(schema_path).read_text())
+    spec = dict(schema["properties"]["pretraining"]["additionalProperties"])
+    spec["required"] = [key for key in spec["required"] if key not in ("dataset", "side")]
+    _check_against({**spec, "$defs": schema["$defs"]}, settings, f"{where}: key 'settings")
+
+
+def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -> None:
+    """Settings the config schema does not reach (papers' decoding, dataset overrides)
+    against its definitions; `where` is the message's prefix up to the key."""
+    error = jsonschema.exceptions.best_match(
+        Validator(schema).iter_errors(values))
+    if error is not None:
+        key = "" if not error.absolute_path else f".{schema_key(error)}"
+        raise InputError(f"{where}{key}': {_message(error, schema)}")
+
+
+def load_config(paths: list[str | Path]) -> dict[str, Any]:
+    """Read config files and merge each over the previous, recursively, as snakemake's
+    `--configfile` does."""
+    config: dict[str, Any] = {}
+    for path in paths:
+        try:
+            data = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
+        except OSError as err:
+            raise InputError(f"{path}: cannot read ({err.strerror})") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not valid UTF-8") from None
+        except yaml.YAMLError as err:
+            raise invalid_yaml(path, err) from None
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a config file must hold a mapping")
+        check_no_aliases(data, str(path))
+        _merge(config, data)
+    return config
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def as_json(obj: Any) -> str:
+    """Canonical JSON: the same config always gives the same string (no spurious reruns)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,256 @@
+"""The source papers' tables and figures as data (`papers/*.yaml`), loaded and cross-checked.
+
+Every file is validated against `papers/schema.yaml`, then its references are checked (rows and
+series name the paper's experiments, `reported` keys name columns, a sweep has one experiment
+per x value), so a typo stops the workflow at DAG-build time with the file and key named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.workflow.metric_registry import METRICS
+from nmtbench.workflow.schema import Validator
+
+# libyaml's parser where PyYAML was built with it: the same documents as yaml.safe_load, about
+# ten times faster, and every snakemake process plans from the config and every paper file
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as yaml.safe_load reads it (raises yaml.YAMLError)."""
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
+
+
+PAPERS_DIR = Path(__file__).resolve().parents[2] / "papers"
+SCHEMA = "schema.yaml"
+QUALITY = {name for name, metric in METRICS.items() if metric.quality}
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    dataset: str
+    split: str
+    metric: str
+
+
+@dataclass(frozen=True)
+class Row:
+    experiment: str
+    label: str
+    reported: dict[str, float | None]
+    note: str = ""
+    # a dataset of its own in place of each column's, or of some columns' (column key -> it)
+    trained_on: str | dict[str, str] | None = None
+
+    def dataset(self, column: Column) -> str:
+        """The paper dataset this row's cell in `column` trains and is tested on."""
+        if isinstance(self.trained_on, dict):
+            return self.trained_on.get(column.key, column.dataset)
+        return self.trained_on or column.dataset
+
+
+@dataclass(frozen=True)
+class Table:
+    """One paper table (or a config-defined one: `paper` is then "config")."""
+
+    name: str  # "<paper>.<table>", what `tables:` in the config lists
+    paper: str
+    caption: str
+    columns: list[Column]
+    rows: list[Row]
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's own finding in checkable form: on its table's `columns`, `row` is better
+    than `than` (higher for scores and speedups, lower for latency and parameter counts),
+    or its values exceed `above`."""
+
+    paper: str
+    claim: str
+    source: str
+    table: str  # "<paper>.<table>"
+    columns: list[str]  # column keys
+    row: str
+    than: str | None = None
+    above: float | None = None
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    paper: str
+    kind: str  # sweep | curve | buckets
+    caption: str
+    dataset: str
+    split: str
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def experiments(self) -> list[str]:
+        if self.kind == "sweep":
+            return list(self.spec["experiments"])
+        return list(self.spec["series"])
+
+
+@dataclass
+class Catalogue:
+    """Every paper's tables, figures and experiments; `sources` says which file defined what."""
+
+    tables: dict[str, Table] = field(default_factory=dict)
+    figures: dict[str, Figure] = field(default_factory=dict)
+    experiments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    papers: dict[str, dict[str, str]] = field(default_factory=dict)  # title, citation, source
+    claims: list[Claim] = field(default_factory=list)
+    methods: set[str] = field(default_factory=set)  # every method name the schema knows
+
+    def names(self) -> list[str]:
+        return sorted(self.tables) + sorted(self.figures)
+
+
+def _schema_error(path: Path, error: jsonschema.ValidationError) -> InputError:
+    return InputError(f"{path}: key '{schema_key(error)}': {error.message}")
+
+
+def load_paper(path: Path, validator: Validator) -> dict[str, Any]:
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid UTF-8") from None
+    except yaml.YAMLError as err:
+        raise invalid_yaml(path, err) from None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        raise _schema_error(path, error)
+    if data["paper"] != path.stem:
+        raise InputError(f"{path}: key 'paper' is {data['paper']!r} but must equal the file "
+                         f"name {path.stem!r}")
+    _check_references(path, data)
+    return data
+
+
+def _check_references(path: Path, data: dict[str, Any]) -> None:
+    experiments = data["experiments"]
+
+    def known(name: str, key: str) -> None:
+        if name not in experiments:
+            raise InputError(f"{path}: key '{key}': unknown experiment {name!r} (not under "
+                             "'experiments')")
+
+    for tname, table in data["tables"].items():
+        rows = [row["experiment"] for row in table["rows"]]
+        for i, row in enumerate(table["rows"]):
+            known(row["experiment"], f"tables.{tname}.rows.{i}.experiment")
+            trained_on = row.get("trained_on")
+            for key, cols in (("reported", row["reported"]),
+                              ("trained_on", trained_on if isinstance(trained_on, dict) else {})):
+                for col in cols:
+                    if col not in table["columns"]:
+                        raise InputError(f"{path}: key 'tables.{tname}.rows.{i}.{key}.{col}': "
+                                         "no such column; columns: "
+                                         f"{', '.join(table['columns'])}")
+        if len(set(rows)) != len(rows):
+            dup = next(r for r in rows if rows.count(r) > 1)
+            raise InputError(f"{path}: key 'tables.{tname}.rows': experiment {dup!r} appears "
+                             "twice (give the variant its own experiment)")
+        if "baseline" in table and table["baseline"] not in rows:
+            raise InputError(f"{path}: key 'tables.{tname}.baseline': {table['baseline']!r} "
+                             "is not one of the table's rows")
+    for i, claim in enumerate(data.get("claims", [])):
+        where = f"{path}: key 'claims.{i}"
+        table = data["tables"].get(claim["table"])
+        if table is None:
+            raise InputError(f"{where}.table': no table {claim['table']!r} in this file")
+        rows = [row["experiment"] for row in table["rows"]]
+        for key in ("row", "than"):
+            if key in claim and claim[key] not in rows:
+                raise InputError(f"{where}.{key}': {claim[key]!r} is not a row of "
+                                 f"{claim['table']}")
+        for column in claim.get("columns", []):
+            if column not in table["columns"]:
+                raise InputError(f"{where}.columns': no column {column!r} in "
+                                 f"{claim['table']}; columns: {', '.join(table['columns'])}")
+        if not claim.get("columns") and not any(c["metric"] in QUALITY
+                                                for c in table["columns"].values()):
+            raise InputError(f"{where}.columns': {claim['table']} has no BLEU or ROUGE "
+                             "column; name the columns the claim is about")
+    for fname, figure in data.get("figures", {}).items():
+        if figure["kind"] == "sweep":
+            names = figure["experiments"]
+            if len(names) != len(figure["x"]["values"]):
+                raise InputError(f"{path}: key 'figures.{fname}.experiments': "
+                                 f"{len(names)} experiments for {len(figure['x']['values'])} "
+                                 "x values")
+            for i, name in enumerate(names):
+                known(name, f"figures.{fname}.experiments.{i}")
+        else:
+            names = list(figure["series"])
+            for name in names:
+                known(name, f"figures.{fname}.series.{name}")
+        for name in figure.get("reported", {}):
+            if name not in names and name not in ("y", "y2"):
+                raise InputError(f"{path}: key 'figures.{fname}.reported.{name}': not an "
+                                 "experiment of this figure")
+
+
+def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
+    """Load every `papers/*.yaml`; an experiment defined twice must be defined identically."""
+    papers_dir = Path(papers_dir)
+    schema_path = papers_dir / SCHEMA
+    if not schema_path.is_file():
+        raise InputError(f"{schema_path}: missing (the schema of the paper files)")
+    schema = load_yaml(schema_path.read_text())
+    validator = Validator(schema)
+    catalogue = Catalogue(methods=set(schema.get("$defs", {}).get("method", {}).get("enum", [])))
+    for path in sorted(papers_dir.glob("*.yaml")):
+        if path.name == SCHEMA:
+            continue
+        data = load_paper(path, validator)
+        paper = data["paper"]
+        catalogue.papers[paper] = {k: data[k] for k in ("title", "citation", "source")
+                                   if k in data}
+        for name, spec in data["experiments"].items():
+            if name in catalogue.experiments and catalogue.experiments[name] != spec:
+                raise InputError(f"{path}: key 'experiments.{name}': defined differently in "
+                                 f"{catalogue.sources[name]}; use another name or the same "
+                                 "settings")
+            catalogue.experiments.setdefault(name, spec)
+            catalogue.sources.setdefault(name, str(path))
+        for tname, table in data["tables"].items():
+            catalogue.tables[f"{paper}.{tname}"] = table_from_spec(f"{paper}.{tname}", paper,
+                                                                   table)
+        catalogue.claims += [claim_from_spec(paper, c, catalogue.tables)
+                             for c in data.get("claims", [])]
+        for fname, figure in data.get("figures", {}).items():
+            spec = {k: v for k, v in figure.items()
+                    if k not in ("kind", "caption", "dataset", "split")}
+            catalogue.figures[f"{paper}.{fname}"] = Figure(
+                f"{paper}.{fname}", paper, figure["kind"], figure["caption"],
+                figure["dataset"], figure["split"], spec)
+    return catalogue
+
+
+def claim_from_spec(paper: str, spec: dict[str, Any], tables: dict[str, Table]) -> Claim:
+    """A claim, its columns defaulting to the table's quality-score columns."""
+    table = tables[f"{paper}.{spec['table']}"]
+    columns = spec.get("columns") or [c.key for c in table.columns if c.metric in QUALITY]
+    return Claim(paper, spec["claim"], spec["source"], table.name, columns, spec["row"],
+                 spec.get("than"), spec.get("above"))
+
+
+def table_from_spec(name: str, paper: str, spec: dict[str, Any]) -> Table:
+    columns = [Column(key, c["label"], c["dataset"], c["split"], c["metric"])
+               for key, c in spec["columns"].items()]
+    rows = [Row(r["experiment"], r["label"], dict(r["reported"]), r.get("note", ""),
+                r.get("trained_on")) for r in spec["rows"]]
+    return Table(name, paper, spec["caption"], columns, rows, spec.get("baseline"))
