@@ -236,8 +236,8 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> None:
+    from nmtbench import layout
     from nmtbench.models.pretrained import snapshot
-    from nmtbench.workflow import layout
 
     out = snapshot(args.name, args.out or layout.PRETRAINED_DIR.format(pretrained=args.name))
     logging.info("checkpoint %s saved to %s", args.name, out)

@@ -49,3 +49,11 @@ def hardware_name(device: torch.device) -> str:
     import torch
 
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def gpu_model() -> str:
+    """This machine's first GPU, or "none" (torch imported here: the report loads it only as
+    it writes the provenance block)."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"

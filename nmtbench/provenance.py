@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nmtbench import layout
 from nmtbench.errors import InputError
-from nmtbench.workflow import layout
 
 TRAINED = "trained"  # key of an output's record: the digest of the training it was made from
 CHUNK = 1 << 20

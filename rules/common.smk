@@ -4,7 +4,7 @@ import re
 import sys
 
 from nmtbench.workflow import config as nmtconfig
-from nmtbench.workflow import layout
+from nmtbench import layout
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.errors import InputError
 from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES

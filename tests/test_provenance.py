@@ -1,5 +1,6 @@
 """Provenance: content digests of a run's inputs, and outputs tied to the training they were
-made from (the report side is in tests/test_report.py, the trainer's in tests/test_trainer.py).
+made from (the report side is in tests/report/test_report.py, the trainer's in
+tests/training/test_trainer.py).
 """
 
 from __future__ import annotations

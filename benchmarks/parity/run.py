@@ -337,7 +337,7 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
              "vocabularies.", ""]
     if setup.get("batching"):
         b = setup["batching"]
-        lines += ["Batching: `nmtbench.training.batches.token_batches` and fairseq's "
+        lines += ["Batching: `nmtbench.models.batches.token_batches` and fairseq's "
                   f"`batch_by_size` made different batches in {b['mismatches']} of {b['cases']} "
                   "random cases (`check_batching.py`).", ""]
     if setup.get("equivalence"):

@@ -17,11 +17,11 @@ from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError, TooLong, retrain
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.methods import get_method
+from nmtbench.models import checkpoints
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.contract import Model
 from nmtbench.models.mask_predict import mask_predict
 from nmtbench.records import read_record
-from nmtbench.training import checkpoints
 from nmtbench.workflow.decode_settings import DecodeSettings
 from nmtbench.workflow.train_settings import resumable
 

@@ -1,7 +1,7 @@
 """The method registry: experiment configs name a method, and this maps the name to its class.
 
 Classes are imported only when asked for: planning the workflow reads each method's settings
-from `config/schema.yaml` (checked against the classes by tests/test_method_contract.py) and
+from `config/schema.yaml` (checked against the classes by tests/models/test_method_contract.py) and
 must not load torch.
 """
 

@@ -21,11 +21,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from nmtbench import layout  # noqa: E402
 from nmtbench.errors import InputError  # noqa: E402
 from nmtbench.fileio import atomic_path, read_jsonl  # noqa: E402
 from nmtbench.records import is_number, read_result  # noqa: E402
 from nmtbench.report.results import Results  # noqa: E402
-from nmtbench.workflow import layout  # noqa: E402
 from nmtbench.workflow.metric_registry import METRICS  # noqa: E402
 from nmtbench.workflow.papers import Figure  # noqa: E402
 from nmtbench.workflow.plan import Cell, Plan, buckets_file  # noqa: E402

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nmtbench import provenance
+from nmtbench import layout, provenance
 from nmtbench.errors import InputError
 from nmtbench.records import is_number, read_result
-from nmtbench.workflow import layout
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.plan import Cell, Plan, bootstrap_file
 

@@ -28,16 +28,15 @@ from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
-import torch
 
-from nmtbench.devices import cpu_model
+from nmtbench import layout
+from nmtbench.devices import cpu_model, gpu_model
 from nmtbench.errors import InputError
 from nmtbench.fileio import write_text
 from nmtbench.records import read_result
 from nmtbench.report import figures
 from nmtbench.report.claims import HOLDS, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
-from nmtbench.workflow import layout
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Table
 from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, tested_against
@@ -378,7 +377,7 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
         f"- config hash: {config_hash} (sha256 of the config as sorted JSON)",
         f"- platform: {platform.platform()}",
         f"- CPU: {cpu_model()}, {os.cpu_count()} cores",
-        f"- CUDA device: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}",
+        f"- CUDA device: {gpu_model()}",
         f"- training devices seen in runs: {', '.join(devices) or 'none'}",
         f"- python {platform.python_version()}; "
         + "; ".join(f"{name} {_version(name)}" for name in LIBRARIES),

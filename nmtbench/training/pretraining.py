@@ -30,9 +30,9 @@ from tqdm import tqdm
 from nmtbench.data.tokenization import load_tokenizer, vocab_of
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
+from nmtbench.models.batches import token_batches
 from nmtbench.models.contract import adamw, bert_decay_groups
 from nmtbench.models.pretrained import architecture
-from nmtbench.training.batches import token_batches
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers

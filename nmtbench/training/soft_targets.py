@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_path, write_json
-from nmtbench.training.batches import ParallelData
+from nmtbench.models.batches import ParallelData
 
 log = logging.getLogger(__name__)
 

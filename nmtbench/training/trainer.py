@@ -45,9 +45,10 @@ from nmtbench.evaluation.metrics import multi_bleu_perl
 from nmtbench.evaluation.translate import translate_lines
 from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
 from nmtbench.methods import get_method
+from nmtbench.models import checkpoints
+from nmtbench.models.batches import ParallelData, read_back_translations
 from nmtbench.models.contract import Model, Progress, adamw
-from nmtbench.training import checkpoints, distributed, soft_targets
-from nmtbench.training.batches import ParallelData, read_back_translations
+from nmtbench.training import distributed, soft_targets
 from nmtbench.workflow.train_settings import TrainConfig, learning_rate, resumable
 
 log = logging.getLogger(__name__)

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from nmtbench import layout
 from nmtbench.data.recipes import OPTIONAL_SPLITS, optional_splits
 from nmtbench.data.toyworld import size_key
 from nmtbench.errors import InputError
-from nmtbench.workflow import layout
 from nmtbench.workflow.decode_settings import DecodeSettings
 from nmtbench.workflow.method_registry import MethodInfo
 from nmtbench.workflow.metric_registry import METRICS

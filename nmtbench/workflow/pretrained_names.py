@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nmtbench import layout
 from nmtbench.errors import InputError
-from nmtbench.workflow import layout
 
 # A Hugging Face hub name: NAME or ORGANISATION/NAME (a path under data/pretrained/, never
 # outside it: no part starts with a dot).

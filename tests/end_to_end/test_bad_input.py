@@ -1,0 +1,310 @@
+"""Bad input to `python -m nmtbench`: every probe ends with one `error:` line on stderr and a
+non-zero status, never a traceback (issue 17: each command line here once ended otherwise,
+or ran on and gave a wrong result)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from nmtbench import cli
+from nmtbench.devices import resolve_device
+from nmtbench.errors import InputError
+from nmtbench.evaluation import analysis
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (INFO|WARNING) ")
+
+SUMMARY = {"params": {"total": 10, "trained": 10}, "seconds": 1.0, "steps": 1, "epochs": 1,
+           "device": "cpu", "best_valid_loss": 5.0, "train_pairs": 2}
+CONFIG = {"experiment": {"method": "transformer"}, "paths": {}}
+WORLD = {"train_pairs": 5, "valid_pairs": 5, "test_pairs": 5, "mono_sentences": 5}
+
+
+def error_line(result: subprocess.CompletedProcess, status: int = 2) -> str:
+    """The one line a failed command printed (log lines aside), after checking it is one."""
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not LOG_LINE.match(line)]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0].removeprefix("error: ")
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    """A run directory's JSON records, text files and broken versions of them, by name."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_summary.json").write_text(json.dumps(SUMMARY))
+    (run / "config.json").write_text(json.dumps(CONFIG))
+    (tmp_path / "cut").mkdir()  # a run directory whose config.json a kill cut short
+    (tmp_path / "cut" / "config.json").write_text(json.dumps(CONFIG)[:20])
+    (tmp_path / "truncated.json").write_text(json.dumps(SUMMARY)[:30])
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "text").write_text("a b c\nd e\n")
+    (tmp_path / "latin1").write_bytes(b"ok\ncaf\xe9 au lait\n")
+    (tmp_path / "broken.yaml").write_text("seeds: [1\n")
+    return tmp_path
+
+
+def evaluate(d: Path, **changed: str) -> list[str]:
+    options = {"summary": d / "run/train_summary.json", "run-config": d / "run/config.json",
+               "hyp": d / "text", "ref": d / "text", "out": d / "metrics.json", **changed}
+    return ["evaluate", "--split", "test",
+            *[arg for key, value in options.items() for arg in (f"--{key}", str(value))]]
+
+
+# (command line given the files' directory, the error line it must print)
+PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
+    "score of two empty files": (
+        lambda d: ["score", "--hyp", d / "empty", "--ref", d / "empty"],
+        "{d}/empty and {d}/empty are empty: nothing to score"),
+    "evaluate of two empty files": (
+        lambda d: evaluate(d, hyp=d / "empty", ref=d / "empty"),
+        "{d}/empty and {d}/empty are empty: nothing to score"),
+    "evaluate, a truncated train_summary.json": (
+        lambda d: evaluate(d, summary=d / "truncated.json"),
+        "{d}/truncated.json: line 1: invalid JSON (Unterminated string starting at)"),
+    "evaluate, a missing config.json": (
+        lambda d: evaluate(d, **{"run-config": d / "run/missing.json"}),
+        "{d}/run/missing.json: no such file"),
+    "evaluate, a missing --info file": (
+        lambda d: evaluate(d, info=d / "missing.json"), "{d}/missing.json: no such file"),
+    "evaluate, --info not an object": (
+        lambda d: evaluate(d, info=d / "list.json"), "{d}/list.json: not a JSON object"),
+    "evaluate, a summary without params": (
+        lambda d: evaluate(d, summary=d / "run/config.json"),
+        "{d}/run/config.json: key 'params' is missing"),
+    "evaluate, an unknown --detok-lang": (
+        lambda d: [*evaluate(d), "--detok-lang", "english"],
+        "python -m nmtbench evaluate: argument --detok-lang: invalid choice: 'english' "
+        "(choose from 'as', "),
+    "score, an unknown --detok-lang": (
+        lambda d: ["score", "--hyp", d / "text", "--ref", d / "text", "--detok-lang", "EN"],
+        "python -m nmtbench score: argument --detok-lang: invalid choice: 'EN' (choose from "),
+    "decode, a missing run directory": (
+        lambda d: ["decode", "--run-dir", d / "nowhere", "--src", d / "text", "--out",
+                   d / "hyp"],
+        "{d}/nowhere: no config.json; is this a trained run directory?"),
+    "decode, a truncated config.json": (
+        lambda d: ["decode", "--run-dir", d / "cut", "--src", d / "text", "--out", d / "hyp"],
+        "{d}/cut/config.json: line 1: invalid JSON (Unterminated string starting at)"),
+    "decode, beam 0": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--beam", "0"],
+        "python -m nmtbench decode: argument --beam: 0 is less than 1 (see --help)"),
+    "decode, lenpen nan": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--lenpen", "nan"],
+        "python -m nmtbench decode: argument --lenpen: nan is not a finite number (see --help)"),
+    "a missing required option": (
+        lambda d: ["score", "--hyp", d / "text"],
+        "python -m nmtbench score: the following arguments are required: --ref (see --help)"),
+    "tokenizer, non-UTF-8 training data": (
+        lambda d: ["tokenizer", "--corpus", d / "text", d / "latin1", "--out", d / "tok",
+                   "--vocab-size", "50"],
+        "{d}/latin1:2: not valid UTF-8 (invalid continuation byte at byte 4)"),
+    "train, --config not JSON": (
+        lambda d: ["train", "--run-dir", d / "new", "--config", "{method: transformer}",
+                   *[arg for k in ("train-src", "train-tgt", "valid-src", "valid-tgt",
+                                   "src-tokenizer", "tgt-tokenizer")
+                     for arg in (f"--{k}", d / "text")]],
+        "--config: invalid JSON (Expecting property name enclosed in double quotes: line 1 "
+        "column 2 (char 1))"),
+    "train, --config with NaN": (
+        lambda d: ["train", "--run-dir", d / "new", "--config", '{"lr": NaN}',
+                   *[arg for k in ("train-src", "train-tgt", "valid-src", "valid-tgt",
+                                   "src-tokenizer", "tgt-tokenizer")
+                     for arg in (f"--{k}", d / "text")]],
+        "--config: invalid JSON (NaN is not a finite number)"),
+    **{f"train, --config {config}": (
+        lambda d, config=config: ["train", "--run-dir", d / "new", "--config", config,
+                                  *[arg for k in ("train-src", "train-tgt", "valid-src",
+                                                  "valid-tgt", "src-tokenizer", "tgt-tokenizer")
+                                    for arg in (f"--{k}", d / "text")]],
+        expected) for config, expected in (
+        ('{"method": "transformer", "lr": "0.003"}',
+         "--config: key 'run.lr': '0.003' is not of type 'number'"),
+        ('{"method": "transformer", "lr": -0.1}',
+         "--config: key 'run.lr': -0.1 is less than or equal to the minimum of 0"),
+        ('{"method": "transformer", "lr": 1e300}',
+         "--config: key 'run.lr': 1e+300 is greater than the maximum of 10"),
+        ('{"method": "transformer", "warmup_init_lr": 1e300}',
+         "--config: key 'run.warmup_init_lr': 1e+300 is greater than the maximum of 10"),
+        ('{"method": "transformer", "lr": 1e999}',
+         "--config: invalid JSON (1e999 is not a finite number)"),
+        ('{"method": "transformer", "warmup_updates": 0}',
+         "--config: key 'run.warmup_updates': 0 is less than the minimum of 1"),
+        ('{"method": "transformer", "adam_betas": [0.9, 1.0]}',
+         "--config: key 'run.adam_betas.1': 1.0 is greater than or equal to the maximum of 1"),
+        ('{"method": "transformer", "seed": 99999999999999999999}',
+         "--config: key 'run.seed': 99999999999999999999 is greater than the maximum of "
+         "4294967295"),
+        ('{"method": "transformer", "max_epochs": 2.5}',
+         "--config: key 'run.max_epochs': 2.5 is not of type 'integer'"),
+        ('{"method": "transformer", "lrr": 3}',
+         "--config: key 'run.lrr' is not a setting of the trainer or of method 'transformer'"),
+        ('{"method": "cmlm", "src_bert": "x"}',
+         "--config: key 'run.src_bert' is not a setting of the trainer or of method 'cmlm'"),
+        ('{"lr": 0.1}', "--config: key 'method' is missing"),
+        ('{"method": "transformers"}', "--config: key 'method': unknown method 'transformers'"),
+    )},
+    **{f"toyworld, --world {world}": (
+        lambda d, world=world: ["toyworld", "--out", d / "toy", "--world",
+                                json.dumps({**WORLD, **world})],
+        expected) for world, expected in (
+        ({"train_pairs": -1},
+         "--world: key 'world.train_pairs': -1 is less than the minimum of 1"),
+        ({"mono_sentences": 0},
+         "--world: key 'world.mono_sentences': 0 is less than the minimum of 1"),
+        ({"p_pp": 5}, "--world: key 'world.p_pp': 5 is greater than the maximum of 1"),
+        ({"nouns": "many"}, "--world: key 'world.nouns': 'many' is not of type 'integer'"),
+        ({"adjectives": 1}, "--world: key 'world.adjectives': 1 is less than the minimum of 2"),
+        ({"seed": -3}, "--world: key 'world.seed': -3 is less than the minimum of 0"),
+        ({"noun": 3}, "--world: key 'world': Additional properties are not allowed ('noun' "
+                      "was unexpected)"),
+        ({"min_target_tokens": 9, "max_target_tokens": 5},
+         "--world: key 'min_target_tokens': 9 is more than max_target_tokens (5)"),
+        ({"min_target_tokens": 500, "max_target_tokens": 600},
+         "--world: keys 'min_target_tokens', 'max_target_tokens': no sentence of 500 to 600 "
+         "target tokens in 10000 draws"),
+        ({"train_pairs": 5000, "nouns": 1, "adjectives": 2, "intransitive_verbs": 1,
+          "transitive_verbs": 1, "clausal_verbs": 1, "adverbs": 1, "p_relative": 0,
+          "p_complement": 0, "p_pp": 0, "p_adverb": 0},
+         "--world: key 'train_pairs': the world makes too few distinct sentences for 5000 "
+         "train pairs"),
+    )},
+    "toyworld, --world without sizes": (
+        lambda d: ["toyworld", "--out", d / "toy", "--world", '{"seed": 1}'],
+        "--world: the split sizes train_pairs, valid_pairs, test_pairs, mono_sentences are "
+        "missing"),
+    "toyworld, --world not an object": (
+        lambda d: ["toyworld", "--out", d / "toy", "--world", "[1]"],
+        "--world: expected a JSON object, got list"),
+    "download, a malformed URL": (
+        lambda d: ["download", "--url", "htp:/example.org/a.tgz", "--out", d / "a.tgz"],
+        "{d}/a.tgz: malformed URL 'htp:/example.org/a.tgz' (expected http://, https:// or "
+        "file:// and a host)"),
+    "download, a directory as --out": (
+        lambda d: ["download", "--url", f"file://{d}/text", "--out", d / "run"],
+        "{d}/run: is a directory; --out names the file to write"),
+    "download, a directory as file:// URL": (
+        lambda d: ["download", "--url", f"file://{d}/run", "--out", d / "a.tgz"],
+        "{d}/a.tgz: file://{d}/run is not a file"),
+    "report, a results directory that does not exist": (
+        lambda d: ["report", "--root", ROOT, "--results", d / "nowhere", "--out", d / "t.md",
+                   "--configfile", ROOT / "config" / "smoke.yaml"],
+        "{d}/nowhere: no such results directory"),
+    "report, --config not an object": (
+        lambda d: ["report", "--root", ROOT, "--results", d, "--config", "[]"],
+        "--config: expected a JSON object, got list"),
+    "params, a broken --configfile": (
+        lambda d: ["params", "transformer-base", "--dataset", "toy", "--root", ROOT,
+                   "--configfile", d / "broken.yaml"],
+        "{d}/broken.yaml: line 2: invalid YAML (did not find expected ',' or ']')"),
+    "snapshot, not a hub name": (
+        lambda d: ["snapshot", "../../etc", "--out", d / "snap"],
+        "checkpoint '../../etc' is not a hub name (NAME or ORGANISATION/NAME)"),
+    "pretrain, no held-out sentences": (
+        lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "run", "--out",
+                   d / "bert", "--settings", '{"model": "bert", "heldout_sentences": 0}'],
+        "--settings: key 'settings.heldout_sentences': 0 is less than the minimum of 1"),
+    "export, a negative --average-last": (
+        lambda d: ["export", "--run-dir", d / "run", "--out", d / "hf", "--average-last", "-3"],
+        "python -m nmtbench export: argument --average-last: -3 is less than 0"),
+    "bootstrap, one resample": (
+        lambda d: ["bootstrap", "--hyp", d / "text", "--baseline", d / "text", "--ref",
+                   d / "text", "--out", d / "b.json", "--samples", "1"],
+        "python -m nmtbench bootstrap: argument --samples: 1 is less than 10"),
+    "bootstrap of empty files": (
+        lambda d: ["bootstrap", "--hyp", d / "empty", "--baseline", d / "empty", "--ref",
+                   d / "empty", "--out", d / "b.json"],
+        "{d}/empty, {d}/empty, {d}/empty are empty: nothing to compare"),
+    "buckets, cutoffs that do not increase": (
+        lambda d: ["buckets", "--hyp", d / "text", "--ref", d / "text", "--out", d / "b.json",
+                   "--cutoffs", "20", "10"],
+        "bucket cutoffs [20, 10]: each must be larger than the one before (compare-mt labels "
+        "and fills the buckets in that order)"),
+}
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_bad_input_is_one_line(files: Path, probe: str, monkeypatch, capsys) -> None:
+    """Each probe through `cli.main`, what `python -m nmtbench` runs, in this process (a
+    traceback would fail the test here); a probe of each command also as a real process
+    below."""
+    command, expected = PROBES[probe]
+    monkeypatch.chdir(ROOT)
+    try:
+        status = cli.main([*map(str, command(files))])
+    except SystemExit as exit:  # argparse's own errors
+        status = exit.code
+    result = subprocess.CompletedProcess([], status, "", capsys.readouterr().err)
+    assert error_line(result).startswith(expected.format(d=files))
+
+
+FIRST_OF_EACH_COMMAND: dict[str, str] = {}
+for _probe in PROBES:
+    FIRST_OF_EACH_COMMAND.setdefault(PROBES[_probe][0](Path("d"))[0], _probe)
+
+
+@pytest.mark.parametrize("probe", FIRST_OF_EACH_COMMAND.values())
+def test_bad_input_is_one_line_from_a_real_process(files: Path, probe: str) -> None:
+    command, expected = PROBES[probe]
+    result = subprocess.run([sys.executable, "-m", "nmtbench", *map(str, command(files))],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert error_line(result).startswith(expected.format(d=files))
+
+
+def test_a_full_disk_is_one_line_naming_what_was_written(tmp_path, monkeypatch, capsys):
+    """ENOSPC from a write() names no file: the line says the disk is full and names the
+    command's output; an OSError with a file names that file."""
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "text").write_text("a b\n")
+    monkeypatch.setattr(analysis, "write_json", full)
+    args = ["buckets", "--hyp", str(tmp_path / "text"), "--ref", str(tmp_path / "text"),
+            "--out", str(tmp_path / "b.json"), "--cutoffs", "5"]
+    assert cli.main(args) == 1
+    assert capsys.readouterr().err == (f"error: No space left on device (the disk is full), "
+                                       f"writing {tmp_path / 'b.json'}\n")
+
+    def denied(path, data):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(analysis, "write_json", denied)
+    assert cli.main(args) == 1
+    assert capsys.readouterr().err == f"error: {tmp_path / 'b.json'}: Permission denied\n"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("gpu", "unknown device 'gpu': use auto, cpu, cuda or cuda:N"),
+    ("cuda:x", "unknown device 'cuda:x': use auto, cpu, cuda or cuda:N"),
+    ("meta", "unknown device 'meta': use auto, cpu, cuda or cuda:N"),
+])
+def test_an_unknown_device_is_an_input_error(name: str, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        resolve_device(name)
+    assert str(err.value) == message
+
+
+def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
+    """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
+    import argparse
+
+    from nmtbench.workflow.papers import load_yaml
+
+    schema = load_yaml((ROOT / "config" / "schema.yaml").read_text())
+    least = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]["minimum"]
+    assert cli.BOOTSTRAP_SAMPLES(str(least)) == least
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.BOOTSTRAP_SAMPLES(str(least - 1))

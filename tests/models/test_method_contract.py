@@ -1,0 +1,541 @@
+"""The method contract (`nmtbench.models.contract`): what every registered method must pass, as
+Hugging Face's ModelTesterMixin is for its models.
+
+A method gets these tests by registering in `nmtbench/methods/__init__.py` and declaring its
+variants in CASES below: one tiny experiment config per model it can build (a decoding, an optional
+pre-trained side, a freezing policy, an output mode...). Pre-trained checkpoint roles are
+filled with tiny random BERTs (the fixture `tiny_berts`, conftest.py) saved once per session.
+
+Checked per case: it builds; output shapes; the loss is finite and falls over a few Adam steps
+on one tiny batch; frozen parameters get no gradient, do not move, and are exactly what the
+run's checkpoint leaves out; incremental decoding equals the teacher-forced pass (autoregressive)
+or predict/encode have the documented shapes (parallel); it implements one decoding protocol,
+not the other; a warm start from a trained model's checkpoint state fills every key and gives
+the same outputs; the optimiser groups hold every trainable parameter once and no frozen one.
+Per method: its settings dataclass, config keys, decodings and checkpoint roles agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+from tiny_checkpoints import BERT_VOCAB, TINY_BERTS
+
+from nmtbench import methods
+from nmtbench.errors import InputError
+from nmtbench.evaluation.translate import source_positions
+from nmtbench.methods import get_method
+from nmtbench.models.beam_search import beam_search
+from nmtbench.models.contract import (
+    Autoregressive,
+    Batch,
+    Method,
+    MethodSettings,
+    Model,
+    Parallel,
+    Progress,
+    WarmStart,
+)
+from nmtbench.models.mask_predict import mask_predict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A Transformer narrower (16) than the tiny BERT (32), so cross-attention over a BERT's output
+# projects its width; no dropout in the parts we build (the frozen BERTs keep theirs).
+SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
+         "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}
+FUSED = {"src_bert": TINY_BERTS["src_bert"], "drop_net": 0.0}
+
+# method -> variant -> its experiment config (on top of SMALL). Add your method's variants
+# here: every model its settings can build (AT/NAT, with and without each pre-trained side,
+# each kind of freezing, each output mode).
+CASES: dict[str, dict[str, dict[str, Any]]] = {
+    "transformer": {
+        "post-norm": {},
+        "pre-norm": {"pre_norm": True},
+    },
+    "bert-init": {
+        "encoder": {"src_bert": TINY_BERTS["src_bert"]},
+        "below-top-1": {"src_bert": TINY_BERTS["src_bert"], "freeze_bert": "below-top-1"},
+        "embeddings": {"src_bert": TINY_BERTS["src_bert"], "bert_output_as": "embeddings"},
+    },
+    "bert-frozen": {
+        "encoder": {"src_bert": TINY_BERTS["src_bert"]},
+        "embeddings": {"src_bert": TINY_BERTS["src_bert"], "bert_output_as": "embeddings"},
+    },
+    "cmlm": {
+        "nat": {"decoding": "nat"},
+    },
+    "abnet": {
+        "nat": {"decoding": "nat", "adapter_dim": 16, **TINY_BERTS},
+        "nat-tgt-bert-null": {"decoding": "nat", "adapter_dim": 16,
+                              "src_bert": TINY_BERTS["src_bert"], "tgt_bert": None},
+        "at": {"decoding": "at", "adapter_dim": 16, "src_bert": TINY_BERTS["src_bert"],
+               "tgt_bert": None},
+        "not-frozen": {"decoding": "nat", "adapter_dim": 16, "freeze_bert": False,
+                       "encoder_adapter_layers": "top-1", "decoder_adapter_layers": [0],
+                       **TINY_BERTS},
+    },
+    # drop-net off: over a few steps it may leave a branch without a gradient on purpose
+    # (tests/methods/test_bert_fused.py checks it)
+    "bert-fused": {
+        "at": {**FUSED},
+        "nat": {**FUSED, "decoding": "nat"},
+        "tune-bert": {**FUSED, "freeze_bert": False},
+        "decoder-only": {**FUSED, "bert_enc_attention": False},
+        "encoder-only-nat": {**FUSED, "decoding": "nat", "bert_dec_attention": False},
+        "add": {**FUSED, "bert_fusion": "add"},
+        "add-nat": {**FUSED, "decoding": "nat", "bert_fusion": "add"},
+        "random-features": {**FUSED, "bert_features": "random"},
+    },
+    "ctnmt": {
+        "all": {"src_bert": TINY_BERTS["src_bert"], "distillation": True,
+                "dynamic_switch": True, "rate_scheduling": True},
+        "rate-scheduling": {"src_bert": TINY_BERTS["src_bert"], "rate_scheduling": True},
+        "dynamic-switch": {"src_bert": TINY_BERTS["src_bert"], "dynamic_switch": True},
+        "distillation": {"src_bert": TINY_BERTS["src_bert"], "distillation": True},
+        "distilled-bert-encoder": {"src_bert": TINY_BERTS["src_bert"], "distillation": True,
+                                   "rate_scheduling": True},
+        "distillation-decoder": {**TINY_BERTS, "distillation": True, "distill_side": "decoder"},
+    },
+    # the tiny BERT's 2 layers: one group of 2 (M = 2) or two of 1
+    "deep-fusion": {
+        "at": {"src_bert": TINY_BERTS["src_bert"], "group_size": 2, "decoder_layers": 1},
+        "m1": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1, "decoder_layers": 2},
+        "nat": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1, "decoder_layers": 2,
+                "decoding": "nat"},
+        "not-partitioned": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                            "decoder_layers": 2, "partitioned": False},
+        "ptm-frozen": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                       "decoder_layers": 2, "freeze_ptm": True},
+        "no-pretraining": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                           "decoder_layers": 2, "ptm_pretrained": False},
+        "translation-only": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                             "decoder_layers": 2, "losses": ["t"]},
+        "decoder-from-bert": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                              "decoder_layers": 2, "decoder_init": TINY_BERTS["tgt_bert"]},
+        "frozen-bert-decoder": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                                "decoder_layers": 2, "decoder_init": TINY_BERTS["tgt_bert"],
+                                "freeze_decoder": True},
+        # one table: the PTM's word embeddings, the decoder's and the output layer
+        "shared-embeddings": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                              "decoder_layers": 2, "d_model": 32, "ffn_dim": 64,
+                              "vocabulary": TINY_BERTS["src_bert"], "share_embeddings": True},
+        "shared-embeddings-nat": {"src_bert": TINY_BERTS["src_bert"], "group_size": 1,
+                                  "decoder_layers": 2, "d_model": 32, "ffn_dim": 64,
+                                  "vocabulary": TINY_BERTS["src_bert"], "share_embeddings": True,
+                                  "decoding": "nat"},
+    },
+    "c-mlm": {
+        "cmlm": {"bert": TINY_BERTS["src_bert"]},
+        "l2r-first-layer": {"bert": TINY_BERTS["src_bert"], "objective": "l2r",
+                            "teacher_layers": 1},
+    },
+    "bert-kd": {
+        "transformer": {"top_k": 3, "temperature": 2.0, "alpha": 0.5},
+        "rnn-student": {"student": "rnn", "rnn_embed": 12, "rnn_hidden": 16, "top_k": 3,
+                        "temperature": 2.0, "alpha": 0.5},
+    },
+    "rnn": {
+        "two-layers": {"rnn_embed": 12, "rnn_hidden": 16},
+        "one-layer": {"rnn_embed": 12, "rnn_hidden": 16, "rnn_layers": 1},
+    },
+}
+
+CASE_IDS = [(name, variant) for name in methods.METHODS for variant in CASES.get(name, {})]
+DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -> Model.decoding
+
+
+# --- building -------------------------------------------------------------------------------
+
+def config_of(name: str, variant: str) -> dict[str, Any]:
+    keys = get_method(name).config_keys()
+    return {"method": name, **{k: v for k, v in SMALL.items() if k in keys},
+            **CASES[name][variant]}
+
+
+def build(name: str, variant: str, berts: dict[str, str], seed: int = 0) -> Model:
+    torch.manual_seed(seed)
+    return get_method(name).build(config_of(name, variant), BERT_VOCAB, BERT_VOCAB,
+                                  pretrained=berts)
+
+
+def tiny_batch(model: Model) -> Batch:
+    """Three pairs of different lengths, right-padded, in the model's source format."""
+    v = BERT_VOCAB
+    sources = [[10, 11, 12, 13], [20, 21], [30]]
+    targets = [[40, 41, 42, 43, 44], [50, 51], [60, 61, 62]]
+
+    def pad(rows: list[list[int]]) -> torch.Tensor:
+        width = max(map(len, rows))
+        return torch.tensor([r + [v.pad] * (width - len(r)) for r in rows])
+
+    bos = [v.bos] if model.source_bos else []
+    tgt_out = pad([[*t, v.eos] for t in targets])
+    # a teacher's top-4 soft targets, for the methods that train on them (bert-kd)
+    g = torch.Generator().manual_seed(0)
+    extras = {"soft_ids": torch.randint(5, v.size, (*tgt_out.shape, 4), generator=g),
+              "soft_logprobs": torch.randn(*tgt_out.shape, 4, generator=g)}
+    return Batch(src=pad([[*bos, *s, v.eos] for s in sources]),
+                 tgt_in=pad([[v.bos, *t] for t in targets]), tgt_out=tgt_out,
+                 ids=torch.arange(3), extras=extras)
+
+
+def eval_loss(model: Model, batch: Batch) -> float:
+    """The loss in eval mode with a fixed seed (the same masks for a parallel model)."""
+    model.eval()
+    torch.manual_seed(1234)
+    with torch.no_grad():
+        return float(model.loss(batch, Progress(0, 10))[0])
+
+
+def train(model: Model, batch: Batch, steps: int = 4, lr: float = 3e-3) -> list[float]:
+    """Adam steps over the model's parameter groups; the training losses."""
+    model.train()
+    optimizer = torch.optim.Adam([{"params": g.params} for g in model.param_groups()], lr=lr)
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = model.loss(batch, Progress(step, steps))
+        loss.backward()
+        assert all(p.grad is None for p in frozen), "a frozen parameter got a gradient"
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def outputs(model: Model, batch: Batch) -> list[torch.Tensor]:
+    """What decoding reads from the model, in eval mode: teacher-forced log-probs (AT), or
+    the length log-probs and the predictions over a partly masked target (NAT)."""
+    model.eval()
+    with torch.no_grad():
+        if isinstance(model, Autoregressive):
+            return [F.log_softmax(model(batch.src, batch.tgt_in).float(), dim=-1)]
+        if model.decoding == "none":  # a teacher: its predictions over the target
+            return [model.predict(batch.src, batch.tgt_out)]
+        state = model.encode(batch.src)
+        tokens = torch.cat([batch.tgt_in, batch.tgt_out[:, -1:]], dim=1)
+        tokens[:, 2:4] = torch.where(tokens[:, 2:4] > BERT_VOCAB.eos, BERT_VOCAB.mask,
+                                     tokens[:, 2:4])
+        return [state["length_lprobs"], model.predict(tokens, state)]
+
+
+def frozen_names(model: Model) -> set[str]:
+    """Every name (tied aliases too) of a parameter that does not train."""
+    return {n for n, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad}
+
+
+# --- registration ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_every_registered_method_has_a_contract_case(name):
+    assert CASES.get(name), (
+        f"method {name!r} is registered in nmtbench/methods/__init__.py but has no case in "
+        f"tests/models/test_method_contract.py: add CASES[{name!r}] = {{variant: tiny experiment "
+        "config} with one variant per model its settings build (decodings, optional "
+        "pre-trained sides, freezing, output modes), so the method contract checks it")
+
+
+def test_cases_name_only_registered_methods():
+    assert set(CASES) <= set(methods.METHODS), sorted(set(CASES) - set(methods.METHODS))
+
+
+# --- per method: settings, keys, decodings, roles -------------------------------------------
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_settings_are_a_dataclass_whose_fields_are_the_config_keys(name):
+    method = get_method(name)
+    assert issubclass(method, Method)
+    assert issubclass(method.settings, MethodSettings) and is_dataclass(method.settings)
+    keys = {f.name for f in fields(method.settings)}
+    assert method.config_keys() == keys
+    # every key it lists, at its default, is accepted and read back as given
+    defaults = method.settings.from_config({})
+    given = {k: getattr(defaults, k) for k in keys}
+    read = method.settings.from_config({**given, "lr": 0.1, "max_epochs": 3})  # trainer's keys
+    assert {k: getattr(read, k) for k in keys} == given
+    for variant, cfg in CASES.get(name, {}).items():
+        assert set(cfg) <= keys, f"CASES[{name!r}][{variant!r}] sets keys {name} does not read"
+        if "size" in keys:  # a method with Transformer parts: the cases build them SMALL
+            assert set(SMALL) <= keys
+
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_decodings_and_checkpoint_roles_are_settings(name):
+    method = get_method(name)
+    keys = method.config_keys()
+    assert method.decodings and set(method.decodings) <= set(DECODING_OF)
+    if "decoding" in keys:
+        assert method.settings.from_config({}).decoding == method.decodings[0]  # the default
+    else:
+        assert method.decodings == ("at",)
+    assert set(method.checkpoint_roles) <= keys
+    assert set(method.checkpoint_roles.values()) <= {"src", "tgt", "joint"}
+    decoded = {CASES[name][v].get("decoding", method.decodings[0]) for v in CASES.get(name, {})}
+    assert decoded == set(method.decodings), f"CASES[{name!r}] must cover every decoding"
+
+
+@pytest.mark.parametrize("name", [n for n in methods.METHODS
+                                  if "decoding" in get_method(n).config_keys()])
+def test_a_decoding_the_method_does_not_list_is_an_input_error(name, tiny_berts):
+    variant = next(iter(CASES[name]))
+    cfg = {**config_of(name, variant), "decoding": "left-to-right"}
+    with pytest.raises(InputError, match="decoding"):
+        get_method(name).build(cfg, BERT_VOCAB, BERT_VOCAB, pretrained=tiny_berts)
+    for decoding in {"at", "nat"} - set(get_method(name).decodings):
+        with pytest.raises(InputError, match="decoding"):
+            get_method(name).build({**cfg, "decoding": decoding}, BERT_VOCAB, BERT_VOCAB,
+                                   pretrained=tiny_berts)
+
+
+# --- per case -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_builds_the_model_class_and_protocol_of_its_decoding(name, variant, tiny_berts):
+    method = get_method(name)
+    model = build(name, variant, tiny_berts)
+    decoding = CASES[name][variant].get("decoding", method.decodings[0])
+    assert isinstance(model, Model)
+    assert isinstance(model.settings, method.settings)
+    assert model.src_vocab == BERT_VOCAB and model.tgt_vocab == BERT_VOCAB
+    assert isinstance(model.source_bos, bool)
+    assert model.decoding == DECODING_OF[decoding]
+    if decoding == "at":
+        assert isinstance(model, method.autoregressive)
+        assert isinstance(model, Autoregressive) and not isinstance(model, Parallel)
+        assert model.max_positions > 0
+    elif decoding == "none":  # trained, never decoded (a teacher): predicts masked targets
+        assert not isinstance(model, (Autoregressive, Parallel))
+        assert callable(model.predict)
+    else:
+        assert isinstance(model, method.parallel)
+        assert isinstance(model, Parallel) and not isinstance(model, Autoregressive)
+        assert model.max_length > 0
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_output_shapes(name, variant, tiny_berts):
+    model = build(name, variant, tiny_berts).eval()
+    batch = tiny_batch(model)
+    B, T, V = *batch.tgt_in.shape, BERT_VOCAB.size
+    with torch.no_grad():
+        if isinstance(model, Autoregressive):
+            assert model(batch.src, batch.tgt_in).shape == (B, T, V)
+            state = model.encode(batch.src)
+            assert all(t.size(0) == B for t in state.values())
+            assert model.decode_step(batch.tgt_in[:, 0], state).shape == (B, V)
+        elif model.decoding == "none":
+            lprobs = model.predict(batch.src, batch.tgt_out)
+            assert lprobs.shape == (B, T, V)
+            torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(B, T))
+        else:
+            state = model.encode(batch.src)
+            assert all(t.size(0) == B for t in state.values())  # reorder_state selects rows
+            lengths = state["length_lprobs"]
+            assert lengths.dim() == 2 and lengths.size(0) == B
+            assert lengths.size(1) > model.max_length
+            torch.testing.assert_close(lengths.exp().sum(-1), torch.ones(B))
+            assert lengths[:, 0].isneginf().all()  # length 0 is never predicted
+            assert lengths[:, model.max_length + 1:].isneginf().all()  # nor longer than max
+            tokens = torch.full((B, T + 1), BERT_VOCAB.mask)
+            tokens[:, 0], tokens[:, -1] = BERT_VOCAB.bos, BERT_VOCAB.eos
+            lprobs = model.predict(tokens, state)
+            assert lprobs.shape == (B, T + 1, V)
+            torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(B, T + 1))
+            # only the chosen positions (mask-predict's re-masked ones), in row-major order
+            chosen = torch.rand(B, T + 1) < 0.5
+            torch.testing.assert_close(model.predict(tokens, state, positions=chosen),
+                                       lprobs[chosen], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_loss_is_finite_and_falls_on_a_tiny_batch(name, variant, tiny_berts):
+    model = build(name, variant, tiny_berts)
+    batch = tiny_batch(model)
+    model.train()
+    loss, losses = model.loss(batch, Progress(0, 10))
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    assert losses.terms and losses.ntokens > 0
+    assert all(t.dim() == 0 and torch.isfinite(t) for t in losses.terms.values())
+    torch.testing.assert_close(loss, losses.total(model.settings.loss_weights))
+    assert all(math.isfinite(v) for v in losses.per_token().values())
+    before = eval_loss(model, batch)
+    train(model, batch)
+    after = eval_loss(model, batch)
+    assert math.isfinite(after) and after < before, (before, after)
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_what_is_frozen_stays_frozen_and_is_left_out_of_checkpoints(name, variant, tiny_berts):
+    model = build(name, variant, tiny_berts)
+    batch = tiny_batch(model)
+    params = dict(model.named_parameters())
+    before = {n: p.detach().clone() for n, p in params.items()}
+    train(model, batch, steps=3)  # asserts that no frozen parameter gets a gradient
+    for n, p in params.items():
+        if p.requires_grad:
+            assert not torch.equal(p, before[n]), f"{n} trains but did not move"
+        else:
+            assert torch.equal(p, before[n]), f"{n} is frozen but moved"
+    # the frozen weights are those of the pre-trained checkpoints: not saved, reloaded
+    left_out = set(model.state_dict()) - set(model.checkpoint_state())
+    assert left_out == frozen_names(model)
+    assert model.num_params()["trained"] == sum(p.numel() for p in params.values()
+                                                if p.requires_grad)
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_param_groups_hold_every_trainable_parameter_once(name, variant, tiny_berts):
+    model = build(name, variant, tiny_berts)
+    groups = model.param_groups()
+    assert groups and len({g.name for g in groups}) == len(groups)
+    grouped = [id(p) for g in groups for p in g.params]
+    assert len(grouped) == len(set(grouped)), "a parameter is in two groups"
+    assert set(grouped) == {id(p) for p in model.parameters() if p.requires_grad}
+    for g in groups:
+        assert all(p.requires_grad for p in g.params), f"group {g.name} holds a frozen one"
+        for step in (0, 5, 10):
+            scale = g.lr_scale(Progress(step, 10))
+            assert math.isfinite(scale) and scale >= 0, (g.name, step, scale)
+        assert g.weight_decay is None or g.weight_decay >= 0
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_decoding_hooks(name, variant, tiny_berts):
+    """AT: encode + decode_step token by token equals the teacher-forced pass, also after
+    beam search's row reordering; NAT: predict after reorder_state is predict's rows. Both
+    decoders run."""
+    model = build(name, variant, tiny_berts).eval()
+    batch = tiny_batch(model)
+    v = BERT_VOCAB
+    order = torch.tensor([2, 0, 0, 1])
+    with torch.no_grad():
+        if isinstance(model, Autoregressive):
+            full = F.log_softmax(model(batch.src, batch.tgt_in).float(), dim=-1)  # (B, T, V)
+            state = model.encode(batch.src)
+            split = 2
+            for t in range(split):
+                torch.testing.assert_close(model.decode_step(batch.tgt_in[:, t], state),
+                                           full[:, t], rtol=0, atol=1e-5)
+            state = model.reorder_state(state, order)
+            full = F.log_softmax(model(batch.src[order], batch.tgt_in[order]).float(), dim=-1)
+            for t in range(split, batch.tgt_in.size(1)):
+                torch.testing.assert_close(model.decode_step(batch.tgt_in[order, t], state),
+                                           full[:, t], rtol=0, atol=1e-5)
+            hyps = beam_search(model, batch.src, beam=2, bos=v.bos, eos=v.eos, pad=v.pad,
+                               max_len_a=1.0, max_len_b=3)
+        elif model.decoding == "none":  # no decoding: each pair's predictions are its own
+            lprobs = model.predict(batch.src, batch.tgt_out)
+            reordered = model.predict(batch.src[order], batch.tgt_out[order])
+            real = batch.tgt_out[order] != v.pad
+            torch.testing.assert_close(reordered[real], lprobs[order][real], rtol=0, atol=1e-5)
+            return
+        else:
+            state = model.encode(batch.src)
+            tokens = torch.full((3, 5), v.mask)
+            tokens[:, 0], tokens[:, -1] = v.bos, v.eos
+            lprobs = model.predict(tokens, state)
+            reordered = model.predict(tokens[order], model.reorder_state(state, order))
+            torch.testing.assert_close(reordered, lprobs[order], rtol=0, atol=1e-5)
+            hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, bos=v.bos,
+                                eos=v.eos, pad=v.pad, mask=v.mask)
+            assert all(1 <= len(h) <= model.max_length for h in hyps)
+    assert len(hyps) == 3
+    assert all(t not in (v.pad, v.bos, v.eos) for h in hyps for t in h)
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_source_positions_is_the_longest_source_the_pretrained_encoder_reads(name, variant,
+                                                                             tiny_berts):
+    """Decoding refuses a source longer than a pre-trained encoder's positions by its line
+    number before it starts (translate.source_positions), where the BERT would fail inside
+    Hugging Face's code: a source of that many tokens encodes, one more fails."""
+    model = build(name, variant, tiny_berts).eval()
+    limit = source_positions(model)
+    if model.decoding == "none" or limit is None:  # never decoded, or no pre-trained encoder
+        return
+    v = BERT_VOCAB
+
+    def source(n: int) -> torch.Tensor:
+        bos = [v.bos] if model.source_bos else []
+        return torch.tensor([bos + [10] * (n - len(bos) - 1) + [v.eos]])
+
+    with torch.no_grad():
+        model.encode(source(limit))
+        with pytest.raises((IndexError, RuntimeError)):
+            model.encode(source(limit + 1))
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_warm_start_round_trip(name, variant, tiny_berts):
+    trained = build(name, variant, tiny_berts, seed=0)
+    batch = tiny_batch(trained)
+    train(trained, batch, steps=2)
+    state = trained.checkpoint_state()
+    fresh = build(name, variant, tiny_berts, seed=1)
+    if any(not torch.equal(t, fresh.state_dict()[k]) for k, t in state.items()):
+        expected = outputs(trained, batch)
+        assert any(not torch.equal(a, b) for a, b in zip(outputs(fresh, batch), expected,
+                                                         strict=True))
+    report = fresh.warm_start(state)
+    assert report == WarmStart(missing=[], unexpected=[])
+    for a, b in zip(outputs(fresh, batch), outputs(trained, batch), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # a resumed run loads the same state strictly
+    resumed = build(name, variant, tiny_berts, seed=2)
+    resumed.load_checkpoint_state(state, "checkpoints/last.pt")
+    for a, b in zip(outputs(resumed, batch), outputs(trained, batch), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name, variant", CASE_IDS)
+def test_warm_start_reports_what_it_did_not_fill_and_refuses_other_shapes(name, variant,
+                                                                          tiny_berts):
+    model = build(name, variant, tiny_berts)
+    state = dict(model.checkpoint_state())
+    dropped = sorted(state)[0]
+    del state[dropped]
+    state["no.such.weight"] = torch.zeros(1)
+    assert model.warm_start(state) == WarmStart(missing=[dropped], unexpected=["no.such.weight"])
+    state = dict(model.checkpoint_state())
+    key = next(k for k, t in state.items() if t.dim() >= 1)
+    state[key] = torch.zeros(*state[key].shape[:-1], state[key].shape[-1] + 1)
+    with pytest.raises(InputError, match=key.replace(".", r"\.")):
+        model.warm_start(state)
+
+
+# --- the schema's view of each method (config/schema.yaml $defs.methods) --------------------
+
+def schema_methods() -> dict[str, Any] | None:
+    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    return schema.get("$defs", {}).get("methods")
+
+
+def test_the_schema_lists_the_registered_methods():
+    described = schema_methods()
+    assert described is not None, "config/schema.yaml has no $defs.methods"
+    assert set(described) == set(methods.METHODS)
+
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_the_schema_describes_each_methods_settings(name):
+    described = schema_methods()
+    assert described is not None and name in described, f"$defs.methods.{name} is missing"
+    method = get_method(name)
+    properties = described[name].get("properties", {})
+    assert set(properties) == method.config_keys()
+    sides = {key: p["x-checkpoint-side"] for key, p in properties.items()
+             if isinstance(p, dict) and "x-checkpoint-side" in p}
+    assert sides == method.checkpoint_roles
+    if "decoding" in properties:
+        assert tuple(properties["decoding"]["enum"]) == method.decodings  # default first
+    else:
+        assert method.decodings == ("at",)

@@ -1,0 +1,499 @@
+"""`write_report`: tables.md rendered from fabricated run directories, checked cell by cell.
+
+The runs are fabricated at exactly the paths `Plan.targets()` lists
+(tests/helpers/fabricated_runs.py), so a cell that reads another file, or formats its numbers
+differently, fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from fabricated_runs import (
+    CURVE,
+    DATASET,
+    PAPER,
+    SIG_CASED,
+    SIG_LC,
+    SIG_TOK,
+    SWEEP,
+    TABLE,
+    TAG_BASE,
+    TAG_BIG,
+    fabricate,
+    make_config,
+    make_plan,
+    markdown_table,
+    section,
+    write_papers,
+)
+
+from nmtbench.errors import InputError
+from nmtbench.report import tables
+from nmtbench.report.tables import LIBRARIES, write_report
+
+RUNS = f"results/runs/{DATASET}"
+BIG1 = f"{RUNS}/trm-big/seed1"
+BIG2 = f"{RUNS}/trm-big/seed2"
+BASE2 = f"{RUNS}/trm-base/seed2"
+
+
+@pytest.fixture(scope="module")
+def papers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_papers(tmp_path_factory.mktemp("papers"))
+
+
+def render(plan, tmp_path: Path) -> str:
+    """Report the runs under tmp_path/results into tmp_path/report/tables.md (so run links
+    have to leave the report's directory)."""
+    out = tmp_path / "report" / "tables.md"
+    write_report(plan, tmp_path / "results", out, tmp_path)
+    return out.read_text(encoding="utf-8")
+
+
+def rows_of(text: str) -> dict[str, dict[str, str]]:
+    return {row[""]: row for row in markdown_table(section(text, TABLE))}
+
+
+def without_runs(row: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in row.items() if k not in ("", "runs")}
+
+
+def setup(tmp_path: Path, papers: Path, seeds: list[int], toy: bool = False,
+          verdicts: dict | None = None, tables: list[str] | None = None):
+    plan = make_plan(make_config(seeds, toy=toy, tables=tables), papers)
+    fabricate(plan, tmp_path / "results", verdicts)
+    return plan
+
+
+# --- real data: ours, the paper's number and the difference ------------------------------------
+def test_real_dataset_two_seeds(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    text = render(plan, tmp_path)
+    rows = rows_of(text)
+    assert list(rows) == ["Transformer", "Transformer big", "AB-Net", "Prior work"]
+    assert without_runs(rows["Transformer"]) == {
+        "BLEU": "27.50 ± 0.71 (paper 27.30, Δ +0.20)",  # mean(27, 28), sample std
+        "sacreBLEU": "26.25 ± 0.35 (paper 26.40, Δ -0.15)",
+        "#Params": "74M (paper 74M, Δ +0)",  # equal over seeds: shown once
+        "Latency": "31.0 ms ± 1.4 ms (paper 30.0 ms, Δ +1.0 ms)",
+        "Speedup": "1.00x ± 0.00x (paper 1.00x, Δ +0.00x)",  # the baseline against itself
+    }
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.50 ± 0.71▲ (paper 28.40, Δ +0.10)",
+        "sacreBLEU": "27.12 ± 0.18▲",  # mean(27.0, 27.25); the paper has none
+        "#Params": "765,432 (paper 800,000, Δ -34,568)",  # exact below a million
+        "Latency": "17.5 ms ± 3.5 ms",
+        # per seed: 30/15 = 2.0 and 32/20 = 1.6 (not the ratio of the means, 31/17.5)
+        "Speedup": "1.80x ± 0.28x (paper 1.90x, Δ -0.10x)",
+    }
+    # unbuilt and quoted rows keep the paper's number where it has one
+    assert without_runs(rows["AB-Net"])["BLEU"] == "not implemented (paper 29.00)"
+    assert {v for k, v in without_runs(rows["AB-Net"]).items() if k != "BLEU"} == {
+        "not implemented"}
+    assert without_runs(rows["Prior work"]) == {
+        "BLEU": "external (paper 28.00)", "sacreBLEU": "external",
+        "#Params": "external", "Latency": "external", "Speedup": "external"}
+    body = section(text, TABLE)
+    assert "Source: *A Toy Paper on BERT*; Doe, Roe. TOY 2024." in body
+    assert "Table 1: the toy table." in body
+    assert "- Ours: mean ± sample std over seeds 1, 2." in body
+    assert "significantly better/worse than the baseline row (trm-base) in every seed" in body
+    assert "1000 resamples" in body
+    assert "- Transformer: the baseline" in body  # the row note
+    # real data only: no toy notice, no separate table of the paper's numbers
+    assert "toy-world numbers" not in text
+    assert "As reported in the paper" not in text
+
+
+def test_real_dataset_one_seed(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    text = render(plan, tmp_path)
+    rows = rows_of(text)
+    assert without_runs(rows["Transformer"]) == {
+        "BLEU": "27.00 (paper 27.30, Δ -0.30)",  # the baseline row: never a mark
+        "sacreBLEU": "26.00 (paper 26.40, Δ -0.40)",
+        "#Params": "74M (paper 74M, Δ +0)",
+        "Latency": "30.0 ms (paper 30.0 ms, Δ +0.0 ms)",
+        "Speedup": "1.00x (paper 1.00x, Δ +0.00x)",
+    }
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.00▲ (paper 28.40, Δ -0.40)",
+        "sacreBLEU": "27.00▲",
+        "#Params": "765,432 (paper 800,000, Δ -34,568)",
+        "Latency": "15.0 ms",
+        "Speedup": "2.00x (paper 1.90x, Δ +0.10x)",  # 30 ms / 15 ms
+    }
+    assert "mean ± sample std" not in text
+
+
+@pytest.mark.parametrize(("verdicts", "mark"), [
+    (("better", "better"), "▲"),
+    (("worse", "worse"), "▼"),
+    (("none", "none"), ""),
+    (("better", "none"), ""),  # a mark needs every seed to agree
+    (("better", "worse"), ""),
+    (("worse", "none"), ""),
+])
+def test_significance_marks(tmp_path: Path, papers: Path, verdicts, mark) -> None:
+    plan = setup(tmp_path, papers, [1, 2],
+                 verdicts={("trm-big", 1): verdicts[0], ("trm-big", 2): verdicts[1]})
+    rows = rows_of(render(plan, tmp_path))
+    assert rows["Transformer big"]["BLEU"] == f"28.50 ± 0.71{mark} (paper 28.40, Δ +0.10)"
+    assert rows["Transformer big"]["sacreBLEU"] == f"27.12 ± 0.18{mark}"
+    assert rows["Transformer"]["BLEU"] == "27.50 ± 0.71 (paper 27.30, Δ +0.20)"
+    # metrics that the bootstrap does not test never get a mark
+    assert rows["Transformer big"]["#Params"] == "765,432 (paper 800,000, Δ -34,568)"
+
+
+def test_mark_needs_every_seeds_bootstrap(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.bleu.vs.trm-base.{TAG_BASE}.json").unlink()
+    rows = rows_of(render(plan, tmp_path))
+    assert rows["Transformer big"]["BLEU"] == "28.50 ± 0.71 (paper 28.40, Δ +0.10)"
+
+
+def test_numbers_made_from_an_earlier_training_are_left_out(tmp_path: Path,
+                                                           papers: Path) -> None:
+    """trm-big seed 2 trained again (or a refused run replaced its summary): its metrics,
+    its latency and the baseline's latency against it are no longer its numbers."""
+    plan = setup(tmp_path, papers, [1, 2])
+    (tmp_path / BIG2 / "train_summary.json").write_text('{"steps": 7}\n', encoding="utf-8")
+    text = render(plan, tmp_path)
+    big = without_runs(rows_of(text)["Transformer big"])
+    assert big["BLEU"] == "28.00 (1 of 2 seeds missing) (paper 28.40, Δ -0.40)"  # seed 1 only
+    assert big["Latency"] == "15.0 ms (1 of 2 seeds missing)"
+    left_out = section(text, "Left out: made from an earlier training")
+    assert "runs/toy/trm-big/seed2/metrics.test." in left_out.replace(DATASET, "toy")
+
+
+def test_a_run_without_its_summary_reports_nothing(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    (tmp_path / f"{RUNS}/trm-big/seed1" / "train_summary.json").unlink()
+    big = without_runs(rows_of(render(plan, tmp_path))["Transformer big"])
+    assert big["BLEU"].startswith("missing") and big["Speedup"].startswith("missing")
+
+
+def test_a_directory_that_is_not_the_results_is_refused(tmp_path: Path, papers: Path) -> None:
+    """A table of "missing" from a wrong --results directory would read as a report: the
+    directory must exist and hold at least one of the run outputs the plan reads."""
+    plan = setup(tmp_path, papers, [1])
+    out = tmp_path / "report" / "tables.md"
+    with pytest.raises(InputError, match=f"^{tmp_path / 'nowhere'}: no such results directory$"):
+        write_report(plan, tmp_path / "nowhere", out, tmp_path)
+    (tmp_path / "other" / "runs").mkdir(parents=True)
+    with pytest.raises(InputError) as err:
+        write_report(plan, tmp_path / "other", out, tmp_path)
+    assert re.fullmatch(rf"{tmp_path / 'other'}: none of the \d+ run outputs the requested "
+                        rf"tables read is there \(e\.g\. {tmp_path / 'other'}/runs/\S+\); is "
+                        r"this the results directory of this config\?", str(err.value))
+    assert not out.exists()
+
+
+def test_a_corrupt_metrics_file_stops_the_report_with_its_name(tmp_path: Path,
+                                                               papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    metrics = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    metrics.write_text(metrics.read_text()[:40])  # a copy cut short
+    with pytest.raises(InputError, match=f"^{metrics}: line \\d+: invalid JSON"):
+        render(plan, tmp_path)
+    metrics.write_text("[1, 2]")
+    with pytest.raises(InputError, match=f"^{metrics}: not a JSON object$"):
+        render(plan, tmp_path)
+
+
+def test_no_mark_from_a_bootstrap_of_other_hypotheses(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):  # decoded again since
+        metrics.write_text(metrics.read_text().replace('"hyp": "', '"hyp": "new-'))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
+
+
+def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()
+    (tmp_path / BIG2 / f"bootstrap.test.{TAG_BIG}.bleu.vs.trm-base.{TAG_BASE}.json").unlink()
+    (tmp_path / BASE2 / f"latency.{TAG_BASE}.json").unlink()
+    (tmp_path / BIG2 / f"latency.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json").unlink()
+    rows = rows_of(render(plan, tmp_path))
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.00 (1 of 2 seeds missing) (paper 28.40, Δ -0.40)",
+        "sacreBLEU": "27.00 (1 of 2 seeds missing)",
+        "#Params": "765,432 (1 of 2 seeds missing) (paper 800,000, Δ -34,568)",
+        # latency and speedup of a row are measured together, against the baseline
+        "Latency": "15.0 ms (1 of 2 seeds missing)",
+        "Speedup": "2.00x (1 of 2 seeds missing) (paper 1.90x, Δ +0.10x)",
+    }
+    assert rows["Transformer"]["Latency"] == (
+        "30.0 ms (1 of 2 seeds missing) (paper 30.0 ms, Δ +0.0 ms)")
+
+    (tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json").unlink()
+    rows = rows_of(render(plan, tmp_path))
+    big = rows["Transformer big"]
+    assert (big["BLEU"], big["sacreBLEU"], big["#Params"]) == (
+        "missing (paper 28.40)", "missing", "missing (paper 800,000)")
+    assert big["Latency"] == "15.0 ms (1 of 2 seeds missing)"
+
+
+# --- toy world: ours alone, the paper's numbers apart ------------------------------------------
+def test_toy_world(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2], toy=True)
+    text = render(plan, tmp_path)
+    preamble = text.split("\n## ", 1)[0]
+    assert ("Datasets toy are generated toy worlds: **toy-world numbers; not comparable to the "
+            "papers**") in preamble
+    rows = rows_of(text)
+    assert without_runs(rows["Transformer"]) == {
+        "BLEU": "27.50 ± 0.71", "sacreBLEU": "26.25 ± 0.35", "#Params": "74M",
+        "Latency": "31.0 ms ± 1.4 ms", "Speedup": "1.00x ± 0.00x"}
+    assert without_runs(rows["Transformer big"]) == {
+        "BLEU": "28.50 ± 0.71▲", "sacreBLEU": "27.12 ± 0.18▲", "#Params": "765,432",
+        "Latency": "17.5 ms ± 3.5 ms", "Speedup": "1.80x ± 0.28x"}
+    assert set(without_runs(rows["AB-Net"]).values()) == {"not implemented"}
+    assert set(without_runs(rows["Prior work"]).values()) == {"external (quoted by the paper)"}
+    for row in rows.values():
+        for cell in without_runs(row).values():
+            assert "paper " not in cell and "Δ" not in cell
+
+    body = section(text, TABLE)
+    assert ("- Columns on data other than the paper's show ours alone; the paper's numbers for "
+            "them are listed below.") in body
+    # `tiny` on the toy world makes both Transformers train identically: one run, said so
+    assert ("- Run toy/trm-base trains trm-base, trm-big: their settings are identical on this "
+            "dataset.") in body
+    reported = markdown_table(body.split("As reported in the paper (toypaper.table1; its data, "
+                                         "not ours):", 1)[1])
+    assert reported == [
+        {"": "Transformer", "BLEU": "27.30", "sacreBLEU": "26.40", "#Params": "74M",
+         "Latency": "30.0 ms", "Speedup": "1.00x"},
+        {"": "Transformer big", "BLEU": "28.40", "sacreBLEU": "-", "#Params": "800,000",
+         "Latency": "-", "Speedup": "1.90x"},
+        {"": "AB-Net", "BLEU": "29.00", "sacreBLEU": "-", "#Params": "-", "Latency": "-",
+         "Speedup": "-"},
+        {"": "Prior work", "BLEU": "28.00", "sacreBLEU": "-", "#Params": "-", "Latency": "-",
+         "Speedup": "-"},
+    ]
+
+
+def test_columns_that_are_one_measurement_on_the_toy_world_show_once(tmp_path: Path,
+                                                                   papers: Path) -> None:
+    """Two language pairs both mapped onto the toy world: one column, both names; the
+    parameter count (another metric) stays a column of its own."""
+    plan = setup(tmp_path, papers, [1], toy=True, tables=[f"{PAPER}.table2"])
+    body = section(render(plan, tmp_path), f"{PAPER}.table2")
+    (base, abnet) = markdown_table(body)
+    assert without_runs(base) == {"En-De / En-Fr": "27.00", "#Params": "74M"}
+    assert set(without_runs(abnet).values()) == {"not implemented"}
+    assert ("- Columns joined by / are one measurement: on this data their runs, decoding and "
+            "split are the same.") in body
+    # the paper's own numbers keep every column
+    reported = markdown_table(body.split("its data, not ours):", 1)[1])
+    assert reported[0] == {"": "Transformer", "En-De": "27.30", "En-Fr": "38.10", "#Params": "-"}
+
+
+def test_a_score_far_below_the_baselines_is_marked_with_its_training_log(tmp_path: Path,
+                                                                       papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    record = json.loads(path.read_text())
+    record["bleu"]["tokenized"] = 0.5  # under a quarter of the baseline's 27.00
+    path.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    big = rows_of(text)["Transformer big"]
+    assert big["BLEU"].startswith("0.50▲†")
+    assert "†" not in big["sacreBLEU"] and "†" not in rows_of(text)["Transformer"]["BLEU"]
+    body = section(text, TABLE)
+    note = next(line for line in body.splitlines() if line.startswith("- † did not learn"))
+    assert note.startswith("- † did not learn: Transformer big (BLEU): 0.50 against the "
+                           "baseline's 27.00; training log [")
+    (target,) = re.findall(r"\]\(([^)]+)\)", note)
+    assert (tmp_path / "report" / target).resolve() == (
+        tmp_path / BIG1 / "train_log.jsonl").resolve()
+
+
+def test_claims_are_checked_on_our_runs(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    rows = markdown_table(section(render(plan, tmp_path), "Claims"))
+    verdicts = {row["Claim"].split(" (")[0]: row for row in rows}
+    assert list(verdicts) == ["Big beats base", "Base is smaller", "Big is faster",
+                              "AB-Net beats base", "Base beats AB-Net in two pairs"]
+    big = verdicts["Big beats base"]
+    assert big["Paper"] == "BLEU: 28.40 vs 27.30"  # sacreBLEU: the paper gives none for big
+    assert big["Ours"] == "BLEU: 28.50▲ vs 27.50; sacreBLEU: 27.12▲ vs 26.25"
+    assert big["On our runs"] == "holds (significant)"
+    smaller = verdicts["Base is smaller"]  # 74M trained parameters against 765,432
+    assert smaller["Ours"] == "#Params: 74M vs 765,432"
+    assert smaller["On our runs"] == "does not hold"
+    assert verdicts["Big is faster"]["Ours"] == "Speedup: 1.80x (claimed: above 1.00x)"
+    assert verdicts["Big is faster"]["On our runs"] == "holds"
+    assert verdicts["AB-Net beats base"]["On our runs"] == "not checked: abnet not implemented"
+    assert verdicts["Base beats AB-Net in two pairs"]["On our runs"] == (
+        f"not run ({PAPER}.table2 is not requested)")
+
+
+def test_a_claim_between_rows_that_are_one_measurement_is_not_checked(tmp_path: Path,
+                                                              papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1], toy=True)
+    rows = markdown_table(section(render(plan, tmp_path), "Claims"))
+    verdicts = {row["Claim"].split(" (")[0]: row["On our runs"] for row in rows}
+    # one run, two decodings: BLEU compares the decodings; a parameter count cannot
+    assert verdicts["Big beats base"] == "holds (significant)"
+    assert verdicts["Base is smaller"] == "not checked: both rows are one run on this data"
+    # both language pairs of table2 are the toy world: one comparison, both columns named
+    plan = setup(tmp_path, papers, [1], toy=True, tables=[f"{PAPER}.table2"])
+    (claim,) = [c for c in plan.claims if c.table == f"{PAPER}.table2"]
+    (columns, cell, other), = plan.claim_cells(claim)
+    assert [c.key for c in columns] == ["en_de", "en_fr"]
+    assert (cell.experiment, other.experiment) == ("trm-base", "abnet")
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (74_000_000, "74M"), (213_500_000, "213.5M"), (1_000_000, "1M"), (36_700_000, "36.7M"),
+    (999_999, "999,999"), (765_432, "765,432"),
+])
+def test_parameter_counts_as_the_papers_print_them(value: int, text: str) -> None:
+    assert tables._format([value], "params_trained") == text
+    assert tables._format([value, value], "params_total") == text
+
+
+# --- links, provenance, determinism ------------------------------------------------------------
+def test_rows_link_their_run_directories(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1, 2])
+    text = render(plan, tmp_path)
+    base = tmp_path / "report"
+    rows = rows_of(text)
+    for label, run in (("Transformer", "trm-base"), ("Transformer big", "trm-big")):
+        links = re.findall(r"\[([^\]]+)\]\(([^)]+)\)", rows[label]["runs"])
+        assert [name for name, _ in links] == [f"{DATASET}/{run}/seed1", f"{DATASET}/{run}/seed2"]
+        for name, target in links:
+            assert not Path(target).is_absolute()
+            resolved = (base / target).resolve()
+            assert resolved == (tmp_path / "results" / "runs" / name).resolve()
+            assert resolved.is_dir() and any(resolved.iterdir())
+    assert rows["AB-Net"]["runs"] == "-"
+    assert rows["Prior work"]["runs"] == "-"
+
+
+def test_toy_rows_link_the_shared_run(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1], toy=True)
+    rows = rows_of(render(plan, tmp_path))
+    link = "[toy/trm-base/seed1](../results/runs/toy/trm-base/seed1)"
+    assert rows["Transformer"]["runs"] == rows["Transformer big"]["runs"] == link
+
+
+def test_provenance_and_rendering_twice(tmp_path: Path, papers: Path) -> None:
+    config = make_config([1, 2], tables=[TABLE, SWEEP, CURVE])
+    plan = make_plan(config, papers)
+    fabricate(plan, tmp_path / "results")
+    out = tmp_path / "report" / "tables.md"
+    written = write_report(plan, tmp_path / "results", out, tmp_path)
+    first = out.read_text(encoding="utf-8")
+    assert write_report(plan, tmp_path / "results", out, tmp_path) == written
+    assert out.read_text(encoding="utf-8") == first
+
+    assert written[0] == out.resolve()
+    assert sorted(p.name for p in written[1:]) == [
+        f"{SWEEP}.pdf", f"{SWEEP}.png", f"{CURVE}.pdf", f"{CURVE}.png"]
+    figures = section(first, "Figures")
+    for name in (SWEEP, CURVE):
+        image = re.search(rf"!\[{re.escape(name)}\]\(([^)]+)\)", figures)
+        assert image, name
+        png = (out.parent / image[1]).resolve()
+        assert png == (out.parent / "figures" / f"{name}.png").resolve()
+        assert png.stat().st_size > 0
+    assert "Not plotted, no method yet: abnet (not implemented)." in figures
+
+    prov = section(first, "Provenance")
+    assert "- git commit: uncommitted/unknown" in prov  # tmp_path is no repository
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    assert f"- config hash: {digest} (sha256 of the config as sorted JSON)" in prov
+    assert "- training devices seen in runs: cpu, cuda" in prov
+    assert "compare-mt" in LIBRARIES
+    for name in LIBRARIES:
+        assert f"{name} {metadata.version(name)}" in prov
+    signatures = prov.split("- BLEU signatures seen in runs:\n", 1)[1].splitlines()
+    assert signatures == [f"  - sacreBLEU: `{SIG_LC}`", f"  - sacreBLEU: `{SIG_CASED}`",
+                          f"  - tokenized: `{SIG_TOK}`"]
+
+
+def test_config_hash_follows_the_config(tmp_path: Path, papers: Path) -> None:
+    texts = []
+    for samples in (1000, 2000):
+        config = make_config([1])
+        config["analysis"]["bootstrap_samples"] = samples
+        plan = make_plan(config, papers)
+        fabricate(plan, tmp_path / "results")
+        texts.append(section(render(plan, tmp_path), "Provenance"))
+    hashes = [re.search(r"config hash: (\w+)", t)[1] for t in texts]
+    assert hashes[0] != hashes[1]
+
+
+@pytest.mark.parametrize(("status", "expected"), [("", "abc123"), (" M x.py\n", "abc123+dirty")])
+def test_git_commit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str,
+                    expected: str) -> None:
+    calls = []
+
+    def fake_run(args, **kwargs):
+        calls.append((args, kwargs["cwd"]))
+        stdout = "abc123\n" if args[1] == "rev-parse" else status
+        return subprocess.CompletedProcess(args, 0, stdout, "")
+
+    monkeypatch.setattr(tables.subprocess, "run", fake_run)
+    assert tables.git_commit(tmp_path) == expected
+    assert calls[0] == (["git", "rev-parse", "HEAD"], tmp_path)
+
+
+def test_git_commit_is_not_dirty_from_the_report_it_is_writing(tmp_path: Path) -> None:
+    """Rewriting the tracked results/ (tables.md, figures) is not a dirty tree; code is."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "tables.md").write_text("old\n")
+    (tmp_path / "x.py").write_text("a = 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "c")
+    head = git("rev-parse", "HEAD").strip()
+    (tmp_path / "results" / "tables.md").write_text("new\n")
+    assert tables.git_commit(tmp_path) == head
+    (tmp_path / "x.py").write_text("a = 2\n")
+    assert tables.git_commit(tmp_path) == head + "+dirty"
+
+
+def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def fake_run(args, **kwargs):
+        return subprocess.CompletedProcess(args, 128, "", "fatal: not a git repository")
+
+    monkeypatch.setattr(tables.subprocess, "run", fake_run)
+    assert tables.git_commit(tmp_path) == "uncommitted/unknown"
+
+
+def test_corrupt_metrics_file_is_named_with_its_line(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    path.write_text('{\n  "bleu": {\n    "tokenized": 28.0,\n  }\n}\n', encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        render(plan, tmp_path)
+    assert str(path) in str(err.value)
+    assert "line 4: invalid JSON" in str(err.value)
+
+
+def test_metrics_file_without_the_metric(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    data = json.loads(path.read_text())
+    data["bleu"]["tokenized"] = "28.0"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(f"{path}: key 'bleu.tokenized' must be a "
+                                                   "number, got '28.0'")):
+        render(plan, tmp_path)

@@ -1,0 +1,192 @@
+"""The trainer: learning-rate schedule, resume after a crash, checkpoint averaging."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from tiny_checkpoints import TINY_TRANSFORMER as CFG
+
+from nmtbench.errors import InputError
+from nmtbench.models import checkpoints
+from nmtbench.training.trainer import Trainer
+from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr
+
+
+def test_inverse_sqrt_schedule():
+    cfg = TrainConfig(lr=1e-3, warmup_updates=100, warmup_init_lr=0.0)
+    assert inverse_sqrt_lr(50, cfg) == pytest.approx(5e-4)
+    assert inverse_sqrt_lr(100, cfg) == pytest.approx(1e-3)
+    assert inverse_sqrt_lr(400, cfg) == pytest.approx(5e-4)  # lr * sqrt(100 / 400)
+
+
+def test_update_k_uses_the_rate_after_k_minus_1_updates(toy_paths, tmp_path):
+    """fairseq sets the rate for the next update after each one, starting from
+    warmup_init_lr; the training log's `lr` is the rate the update was made with."""
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    logged = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").open()]
+    rates = {r["step"]: r["lr"] for r in logged if r.get("event") == "train"}
+    cfg = TrainConfig.from_dict(CFG)
+    assert rates[1] == pytest.approx(cfg.warmup_init_lr)
+    assert rates[3] == pytest.approx(inverse_sqrt_lr(2, cfg))
+
+
+class Killed(Exception):
+    """Stands for SIGKILL: the process state is lost, only what is on disk survives."""
+
+
+def test_resumed_run_ends_with_identical_weights(toy_paths, tmp_path):
+    torch.set_num_threads(1)
+    straight = Trainer(tmp_path / "straight", CFG, toy_paths, device="cpu")
+    straight.run()
+
+    crashing = Trainer(tmp_path / "resumed", CFG, toy_paths, device="cpu")
+    steps_per_epoch = len(crashing.train_data.batches(CFG["max_tokens"]))
+    kill_at = steps_per_epoch + 6  # mid-epoch 2, two steps after the save at a multiple of 4
+    assert kill_at % CFG["save_interval_updates"] != 0
+    original_step = crashing._train_step
+
+    def step_then_maybe_die(indices):
+        if crashing.step == kill_at:
+            raise Killed
+        return original_step(indices)
+
+    crashing._train_step = step_then_maybe_die
+    with pytest.raises(Killed):
+        crashing.run()
+    saved = checkpoints.load(tmp_path / "resumed" / "checkpoints" / "last.pt")
+    assert saved["step"] < kill_at  # the steps after the last save are really lost
+
+    resumed = Trainer(tmp_path / "resumed", CFG, toy_paths, device="cpu")
+    summary = resumed.run()
+    assert summary["steps"] == straight.step
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+
+    log = [json.loads(line) for line in
+           (tmp_path / "resumed" / "train_log.jsonl").read_text().splitlines()]
+    assert any(r.get("message") == f"resumed from step {saved['step']}" for r in log)
+    train_steps = [r["step"] for r in log if r["event"] == "train"]
+    assert train_steps == sorted(set(train_steps))  # replayed steps are not logged twice
+
+
+def test_resume_refuses_a_changed_config_and_keeps_the_runs_record(toy_paths, tmp_path):
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    record = (tmp_path / "run" / "config.json").read_text()
+    with pytest.raises(InputError, match="trained with another config"):
+        Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "lr": 0.1}, toy_paths,
+                device="cpu").run()
+    # decoding builds the model from config.json: it still describes the checkpoints
+    assert (tmp_path / "run" / "config.json").read_text() == record
+
+
+def test_a_fresh_start_removes_what_an_earlier_training_left(toy_paths, tmp_path):
+    """last.pt deleted (say, corrupt): training starts over, and the earlier training's log
+    and epoch checkpoints do not mix into the new one's curves and averages."""
+    run = tmp_path / "run"
+    Trainer(run, {**CFG, "max_epochs": 2}, toy_paths, device="cpu").run()
+    (run / "checkpoints" / "last.pt").unlink()
+    (run / "checkpoints" / "epoch9.pt").write_bytes(b"from another training")
+    Trainer(run, {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    assert sorted(p.name for p in (run / "checkpoints").glob("epoch*.pt")) == ["epoch1.pt"]
+    steps = [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text()
+             .splitlines() if json.loads(line)["event"] == "train"]
+    assert steps == sorted(set(steps))
+
+
+@pytest.mark.parametrize("changed", ["train_tgt", "valid_src", "tgt_tokenizer"])
+def test_resume_refuses_changed_inputs(toy_paths, tmp_path, changed):
+    """Regenerated data or vocabularies: the finished checkpoint is not this run's (a resume
+    would train 0 steps and report the old model)."""
+    inputs = {name: tmp_path / "inputs" / name for name in toy_paths}
+    inputs["train_src"].parent.mkdir()
+    for name, path in inputs.items():
+        copy = shutil.copytree if os.path.isdir(toy_paths[name]) else shutil.copyfile
+        copy(toy_paths[name], path)
+    paths = {name: str(path) for name, path in inputs.items()}
+    Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths, device="cpu").run()
+    summary = (tmp_path / "run" / "train_summary.json").read_text()
+    tokenizer = inputs[changed].is_dir()
+    target = inputs[changed] / "tokenizer.json" if tokenizer else inputs[changed]
+    original = target.read_text(encoding="utf-8")
+    target.write_text(original + "\n" if tokenizer  # still loads: other bytes, same JSON
+                      else original.replace("\n", " extra\n", 1), encoding="utf-8")
+    with pytest.raises(InputError, match=rf"trained on other inputs \({changed} changed\)"):
+        Trainer(tmp_path / "run", {**CFG, "max_epochs": 2}, paths, device="cpu").run()
+    assert (tmp_path / "run" / "train_summary.json").read_text() == summary
+    # unchanged bytes rewritten (a regenerated file with the same content) resume as before
+    target.write_text(original, encoding="utf-8")
+    assert Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths,
+                   device="cpu").run()["steps"] > 0
+
+
+def test_keeps_last_epochs_and_averages_them(toy_paths, tmp_path):
+    Trainer(tmp_path / "run", CFG, toy_paths, device="cpu").run()
+    found = checkpoints.epoch_checkpoints(tmp_path / "run" / "checkpoints")
+    assert [p.name for p in found] == ["epoch2.pt", "epoch3.pt"]
+    averaged = checkpoints.average(found)
+    a, b = (checkpoints.load(p)["model"] for p in found)
+    for name in a:
+        assert torch.allclose(averaged[name], (a[name] + b[name]) / 2, atol=1e-6), name
+    assert any(not torch.equal(a[name], b[name]) for name in a)  # a real average, not a copy
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_paths, tmp_path):
+    trainer = Trainer(tmp_path / "run", {**CFG, "save_interval_updates": 2}, toy_paths,
+                      device="cpu")
+    original_loss = trainer.model.loss
+
+    def loss_goes_nan(batch, progress=None):
+        loss, losses = original_loss(batch, progress)
+        return (loss * float("nan") if trainer.step >= 3 else loss), losses
+
+    trainer.model.loss = loss_goes_nan
+    with pytest.raises(FloatingPointError, match=r"^training diverged at step 4: loss is nan; "
+                       r"the last good checkpoint is .*/last\.pt \(step 2\)$"):
+        trainer.run()
+    saved = checkpoints.load(tmp_path / "run" / "checkpoints" / "last.pt")
+    assert saved["step"] == 2
+    assert all(torch.isfinite(t).all() for t in saved["model"].values())
+
+
+def test_accumulated_batches_weigh_by_target_tokens_like_one_big_batch(toy_paths, tmp_path):
+    """update_freq 2 over batches a, b gives the gradient of one batch a + b: each batch's mean
+    loss counts by its share of the update's target tokens (fairseq's sample-size rule)."""
+    torch.set_num_threads(1)
+    cfg = {**CFG, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0,
+           "clip_norm": 0.0}
+    accumulated = Trainer(tmp_path / "a", {**cfg, "update_freq": 2}, toy_paths, "cpu")
+    joined = Trainer(tmp_path / "b", cfg, toy_paths, "cpu")
+    data = accumulated.train_data
+    a, b = sorted(data.batches(CFG["max_tokens"]), key=data.target_tokens)[::-1][:2]
+    a = a[: len(a) // 3]  # unequal token counts: an unweighted mean of means would differ
+    assert data.target_tokens(a) != data.target_tokens(b)
+    record = accumulated._train_step([a, b])
+    joined._train_step([a + b])
+    assert record["ntokens"] == data.target_tokens(a) + data.target_tokens(b)
+    for (name, p), q in zip(accumulated.model.named_parameters(), joined.model.parameters(),
+                            strict=True):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-7), name
+
+
+def test_weight_decay_is_decoupled_as_in_fairseq_and_bert(toy_paths, tmp_path):
+    """fairseq's Adam and BERT's optimiser decay weights apart from the gradient step (AdamW):
+    a row that gets no gradient shrinks by exactly (1 - lr * weight_decay) per update. Adam's
+    L2 form would instead push it towards 0 by about lr per update (Adam normalises the decay
+    term like a gradient), wiping out a pre-trained embedding's rarely seen rows."""
+    decay = 0.1
+    trainer = Trainer(tmp_path / "run", {**CFG, "max_epochs": 1, "weight_decay": decay},
+                      toy_paths, device="cpu")
+    table = dict(trainer.model.named_parameters())["encoder.embed.weight"]
+    before = table.detach().clone()
+    unseen = sorted(set(range(table.size(0))) - {t for s in trainer.train_data.src for t in s})
+    assert unseen, "the test needs source tokens the training data never holds"
+    trainer.run()
+    logged = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").open()]
+    factor = 1.0
+    for record in logged:
+        if record.get("event") == "train":
+            factor *= 1 - record["lr"] * decay
+    assert factor < 0.999  # the decay is large enough to see
+    torch.testing.assert_close(table.detach()[unseen], before[unseen] * factor)
