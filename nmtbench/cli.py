@@ -296,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("soft-targets", help="a C-MLM teacher run's top-K soft targets of "
                        "a training set (nmtbench/methods/bert_kd.py)")
-    s.add_argument("--run-dir", required=True, help="the teacher's (c-mlm) run directory")
+    s.add_argument("--run-dir", required=True, help="the teacher's (bert-kd-teacher) run directory")
     for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
         s.add_argument(f"--{name}", required=True)
     s.add_argument("--out", required=True, help="the safetensors file")

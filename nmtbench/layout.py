@@ -39,7 +39,7 @@ DECODE_INFO = RUN + "/decode.{split}.{tag}.json"
 METRICS = RUN + "/metrics.{split}.{tag}.json"
 DISTILL = RUN + "/distill.train.{tag}.txt"
 DISTILL_INFO = RUN + "/distill.train.{tag}.json"
-# a teacher's (c-mlm run's) top-K soft targets of the training set, and their summary
+# a teacher's (bert-kd-teacher run's) top-K soft targets of the training set, and their summary
 SOFT_TARGETS = RUN + "/soft_targets.top{top_k}.safetensors"
 SOFT_TARGETS_INFO = RUN + "/soft_targets.top{top_k}.json"
 BACKTRANSLATE = RUN + "/backtranslate.{forward}.{sentences}.{tag}.txt"

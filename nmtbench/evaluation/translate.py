@@ -42,10 +42,9 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     config_path = run_dir / "config.json"
     if not config_path.exists():
         raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
-    run = read_record(config_path, ("experiment", "paths"))
-    cfg, paths = run["experiment"], run["paths"]
-    recorded = run.get("inputs")
-    if recorded is not None and not isinstance(recorded, dict):
+    run = read_record(config_path, ("experiment", "paths", "inputs"))
+    cfg, paths, recorded = run["experiment"], run["paths"], run["inputs"]
+    if not isinstance(recorded, dict):
         raise InputError(f"{config_path}: key 'inputs' must be an object of digests")
     src_tok = load_tokenizer(paths["src_tokenizer"])
     tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
@@ -91,39 +90,28 @@ DECODE_INPUTS = ("src_tokenizer", "tgt_tokenizer", "pretrained")
 
 
 def _check_decode_inputs(run_dir: Path, config_path: Path, paths: dict[str, Any],
-                         recorded: dict[str, str] | None) -> None:
+                         recorded: dict[str, str]) -> None:
     """The tokenizers and pre-trained checkpoints are still those the run was trained with
     (a retrained vocabulary of the same size would decode into other words, silently)."""
-    if recorded is None:
-        log.warning("%s records no input digests (an older version wrote it): decoding without "
-                    "checking its tokenizers", config_path)
-        return
     read = {key: paths[key] for key in DECODE_INPUTS if key in paths}
     for _, path in provenance.changed_inputs(recorded, read)[:1]:
         raise InputError(f"{path}: changed since {run_dir} was trained; {retrain(run_dir)}")
 
 
 def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
-                          cfg: dict[str, Any], recorded: dict[str, str] | None) -> None:
+                          cfg: dict[str, Any], recorded: dict[str, str]) -> None:
     """A checkpoint records the config and input digests of the training that saved it: they
     must be this run's (a checkpoint copied from another run would decode as this one). The
     settings that only say when to stop may differ (a run resumed with more epochs keeps its
     earlier best.pt)."""
-    if "config" not in state:
-        log.warning("%s records no config (an older version wrote it): loaded without checking "
-                    "it belongs to %s", path, run_dir)
-        return
     try:
         saved = json.loads(state["config"])
-    except (TypeError, ValueError):
+    except (KeyError, TypeError, ValueError):
         saved = None
     if not isinstance(saved, dict) or resumable(saved) != resumable(cfg):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained with another "
                          "config than its config.json records)")
-    if "inputs" not in state or recorded is None:
-        log.warning("%s: no input digests to compare (an older version wrote it or its "
-                    "config.json)", path)
-    elif stale := provenance.changed(state["inputs"], recorded):
+    if stale := provenance.changed(state.get("inputs", {}), recorded):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained on other "
                          f"inputs than its config.json records: {', '.join(stale)})")
 

@@ -26,7 +26,7 @@ METHODS: dict[str, str] = {
     "bert-fused": "nmtbench.methods.bert_fused:BertFused",
     "ctnmt": "nmtbench.methods.ctnmt:CTNMT",
     "deep-fusion": "nmtbench.methods.deep_fusion:DeepFusion",
-    "c-mlm": "nmtbench.methods.bert_kd:CMLMTeacherMethod",
+    "bert-kd-teacher": "nmtbench.methods.bert_kd:CMLMTeacherMethod",
     "bert-kd": "nmtbench.methods.bert_kd:BertKD",
 }
 

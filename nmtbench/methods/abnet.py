@@ -180,6 +180,7 @@ class TargetBert(nn.Module):
 
 @dataclass
 class ABNetSettings(SizedSettings):
+    unread = frozenset({"encoder_layers"})  # the encoder is the pre-trained model
     loss_weights: dict[str, float] = field(
         default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})
     decoding: str = "nat"
@@ -248,9 +249,7 @@ class ABNet(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None, weights: bool = True,
               ) -> ConditionalMaskedLM | EncoderDecoder:
-        settings = cls.settings.from_config(cfg)
-        if settings.decoding not in cls.decodings:
-            raise InputError(f"abnet decoding {settings.decoding!r}: use nat or at")
+        settings = cls.read_settings(cfg)
         if settings.decoding == "at" and settings.tgt_bert:
             raise InputError("abnet with decoding 'at' is AB-Net-Enc: set tgt_bert: null")
         src_bert, tgt_bert = _load_berts(settings, pretrained, weights)

@@ -111,7 +111,7 @@ class BertInit(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> EncoderDecoder:
-        settings = cls.settings.from_config(cfg)
+        settings = cls.read_settings(cfg)
         if settings.bert_output_as not in OUTPUT_AS:
             raise InputError(f"bert_output_as {settings.bert_output_as!r}: use one of "
                              f"{', '.join(OUTPUT_AS)}")

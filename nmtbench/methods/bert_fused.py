@@ -232,8 +232,8 @@ class BertFused(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None, weights: bool = True,
               ) -> EncoderDecoder | ConditionalMaskedLM:
-        settings = cls.settings.from_config(cfg)
-        _check(settings, cls.decodings)
+        settings = cls.read_settings(cfg)
+        _check(settings)
         arch = settings.architecture
         if settings.features_from:  # its weights come from the run input features_from
             bert: nn.Module = TransformerEncoder(arch, embedding(src_vocab, arch.d_model))
@@ -268,10 +268,8 @@ class BertFused(Method):
                             max_length=min(CMLM.length_classes - 1, arch.max_positions - 2))
 
 
-def _check(settings: BertFusedSettings, decodings: tuple[str, ...]) -> None:
+def _check(settings: BertFusedSettings) -> None:
     """One line for each setting the schema cannot check."""
-    if settings.decoding not in decodings:
-        raise InputError(f"bert-fused decoding {settings.decoding!r}: use at or nat")
     if settings.features_from:
         if settings.decoding != "at" or settings.bert_features != "bert":
             raise InputError("bert-fused features_from: with decoding at and bert_features bert "

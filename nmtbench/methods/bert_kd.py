@@ -4,8 +4,8 @@ position masked; a Transformer student learns from these soft targets beside the
 
 Two methods, one per training job, both through the shared trainer:
 
-- `c-mlm` (`CMLMTeacher`): the BERT reads `[CLS] x [SEP] y [SEP]` (segment 0 for the source
-  part, 1 for the target part) and predicts the masked tokens of `y [SEP]`; nothing of the
+- `bert-kd-teacher` (`CMLMTeacher`): the BERT reads `[CLS] x [SEP] y [SEP]` (segment 0 for the
+  source part, 1 for the target part) and predicts the masked tokens of `y [SEP]`; nothing of the
   source is masked. `objective: l2r` is Table 6's BERT_l2r: the same input, but a target
   position sees the source and the target positions up to itself only (a left-to-right
   conditional LM, so a masked position is predicted from its left context).
@@ -66,7 +66,7 @@ SOFT_IDS, SOFT_LOGPROBS = "soft_ids", "soft_logprobs"  # the batch extras of sof
 # --- the teacher ------------------------------------------------------------------------------
 
 @dataclass
-class CMLMSettings(MethodSettings):
+class TeacherSettings(MethodSettings):
     bert: str | None = None  # the checkpoint fine-tuned (mBERT for MT in the paper)
     objective: str = "cmlm"
     teacher_layers: int | None = None  # keep the first N layers (None: all)
@@ -98,7 +98,7 @@ class CMLMTeacher(Model):
     decoding = "none"
     source_bos = True
 
-    def __init__(self, bert: nn.Module, settings: CMLMSettings, src_vocab: Vocab,
+    def __init__(self, bert: nn.Module, settings: TeacherSettings, src_vocab: Vocab,
                  tgt_vocab: Vocab):
         super().__init__()
         self.bert = bert
@@ -147,9 +147,9 @@ class CMLMTeacher(Model):
 
 
 class CMLMTeacherMethod(Method):
-    """The C-MLM teacher (`c-mlm`): fine-tunes a BERT; never decoded."""
+    """The C-MLM teacher (`bert-kd-teacher`): fine-tunes a BERT; never decoded."""
 
-    settings = CMLMSettings
+    settings = TeacherSettings
     checkpoint_roles = {"bert": "joint"}
     decodings = ("none",)
     warm_starts: dict[str, tuple[str, str]] = {}
@@ -157,17 +157,15 @@ class CMLMTeacherMethod(Method):
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None, weights: bool = True) -> CMLMTeacher:
-        s = cls.settings.from_config(cfg)
-        if s.decoding != "none":
-            raise InputError(f"c-mlm: decoding {s.decoding!r}: a teacher is never decoded "
-                             "(decoding: none)")
+        s = cls.read_settings(cfg)
         if s.objective not in OBJECTIVES:
-            raise InputError(f"c-mlm: objective {s.objective!r}; known: {', '.join(OBJECTIVES)}")
+            raise InputError(f"bert-kd-teacher: objective {s.objective!r}; known: "
+                             f"{', '.join(OBJECTIVES)}")
         if not s.bert:
-            raise InputError("c-mlm needs `bert` (the checkpoint it fine-tunes)")
+            raise InputError("bert-kd-teacher needs `bert` (the checkpoint it fine-tunes)")
         if src_vocab != tgt_vocab:
-            raise InputError("c-mlm reads source and target in one vocabulary, its BERT's "
-                             "(the workflow gives both sides the checkpoint's tokenizer)")
+            raise InputError("bert-kd-teacher reads source and target in one vocabulary, its "
+                             "BERT's (the workflow gives both sides the checkpoint's tokenizer)")
         dropout = {} if s.dropout is None else {"hidden_dropout_prob": s.dropout,
                                                  "attention_probs_dropout_prob": s.dropout}
         bert = load_model((pretrained or {}).get("bert", s.bert), weights=weights,
@@ -176,8 +174,8 @@ class CMLMTeacherMethod(Method):
         layers = bert.bert.encoder.layer
         if s.teacher_layers is not None:
             if not 1 <= s.teacher_layers <= len(layers):
-                raise InputError(f"c-mlm: teacher_layers {s.teacher_layers}: the BERT has "
-                                 f"{len(layers)} layers")
+                raise InputError(f"bert-kd-teacher: teacher_layers {s.teacher_layers}: the BERT "
+                                 f"has {len(layers)} layers")
             bert.bert.encoder.layer = layers[: s.teacher_layers]
             bert.config.num_hidden_layers = s.teacher_layers
         return CMLMTeacher(mark_pretrained(bert), s, src_vocab, tgt_vocab)
@@ -187,7 +185,7 @@ class CMLMTeacherMethod(Method):
 
 @dataclass
 class KDSettings(TransformerSettings, RNNConfig):
-    # the teacher's run (a `c-mlm` experiment), whose soft targets of the training set the
+    # the teacher's run (a `bert-kd-teacher` experiment), whose soft targets of the training set the
     # student reads (the run input `soft_targets`)
     teacher: dict[str, Any] | None = None
     student: str = "transformer"
@@ -239,7 +237,7 @@ class BertKD(Transformer):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> KDStudent:
-        s = cls.settings.from_config(cfg)
+        s = cls.read_settings(cfg)
         if s.student not in STUDENTS:
             raise InputError(f"bert-kd: student {s.student!r}; known: {', '.join(STUDENTS)}")
         if not 0 <= s.alpha <= 1 or s.temperature <= 0 or s.top_k < 1:

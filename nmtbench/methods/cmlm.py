@@ -32,7 +32,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmtbench.data.tokenization import Vocab
-from nmtbench.errors import InputError
 from nmtbench.methods.transformer import (
     Encoded,
     SizedSettings,
@@ -167,10 +166,7 @@ class CMLM(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> ConditionalMaskedLM:
-        settings = cls.settings.from_config(cfg)
-        if settings.decoding not in cls.decodings:
-            raise InputError(f"method cmlm decodes in parallel: decoding {settings.decoding!r} "
-                             "must be 'nat'")
+        settings = cls.read_settings(cfg)
         arch = settings.architecture
         src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
                                                                              arch.d_model)

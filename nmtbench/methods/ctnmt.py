@@ -218,7 +218,7 @@ class CTNMT(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None, weights: bool = True,
               ) -> CTNMTModel:
-        s = cls.settings.from_config(cfg)
+        s = cls.read_settings(cfg)
         _check(s)
         if s.distillation:  # Eq. 5 as the weights of the two terms
             s.loss_weights = {"tokens": s.distill_alpha, "distill": 1 - s.distill_alpha,

@@ -148,7 +148,7 @@ class Coordinator(nn.Module):
         return list(self.map(mixed).unbind(1))
 
 
-class FusedDecoderLayer(DecoderLayer):
+class CoordinatedDecoderLayer(DecoderLayer):
     """Decoder layer n: cross-attends its own coordinated representation C_n (Eq. 14)."""
 
     def __init__(self, cfg: TransformerConfig, index: int):
@@ -467,6 +467,7 @@ def freeze_decoder(decoder: TransformerDecoder) -> None:
 
 @dataclass
 class DeepFusionSettings(SizedSettings):
+    unread = frozenset({"encoder_layers"})  # the encoder is the pre-trained model
     loss_weights: dict[str, float] = field(
         default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})  # under nat (the CMLM's)
     decoding: str = "at"
@@ -497,8 +498,8 @@ class DeepFusion(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None, weights: bool = True,
               ) -> DeepFusionModel | DeepFusionCMLM:
-        s = cls.settings.from_config(cfg)
-        _check(s, cls.decodings)
+        s = cls.read_settings(cfg)
+        _check(s)
         source = (pretrained or {}).get("src_bert", s.src_bert)
         # our own layer loop passes boolean masks, which the sdpa attention takes as they are
         mlm = load_model(source, weights=weights and s.ptm_pretrained, masked_lm=True,
@@ -536,7 +537,7 @@ class DeepFusion(Method):
         else:
             tgt_embed = embedding(tgt_vocab, arch.d_model)
         decoder = TransformerDecoder(arch, tgt_embed, causal=not nat,
-                                     layers=[FusedDecoderLayer(arch, n)
+                                     layers=[CoordinatedDecoderLayer(arch, n)
                                              for n in range(s.decoder_layers)])
         fairseq_init(*([] if s.share_embeddings else [tgt_embed]), decoder.layers)
         if dec_ptm is not None:
@@ -561,10 +562,8 @@ class DeepFusion(Method):
         return model
 
 
-def _check(s: DeepFusionSettings, decodings: tuple[str, ...]) -> None:
+def _check(s: DeepFusionSettings) -> None:
     """One line for each setting the schema cannot check."""
-    if s.decoding not in decodings:
-        raise InputError(f"deep-fusion decoding {s.decoding!r}: use at or nat")
     if not s.src_bert:
         raise InputError("deep-fusion needs `src_bert` (the pre-trained model); set it in the "
                          "experiment or as the dataset's checkpoints.src")

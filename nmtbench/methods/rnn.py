@@ -143,6 +143,6 @@ class RNN(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> EncoderDecoder:
-        s = cls.settings.from_config(cfg)
+        s = cls.read_settings(cfg)
         encoder, decoder = rnn_parts(s, s.dropout, s.max_positions, src_vocab, tgt_vocab)
         return cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, s.src_bos)

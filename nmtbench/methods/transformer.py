@@ -529,7 +529,7 @@ class Transformer(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None,
               weights: bool = True) -> EncoderDecoder:
-        settings = cls.settings.from_config(cfg)
+        settings = cls.read_settings(cfg)
         arch = settings.architecture
         if settings.share_embeddings and (settings.vocabulary == "sides"
                                           or src_vocab != tgt_vocab):

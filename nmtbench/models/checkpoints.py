@@ -5,9 +5,8 @@ Beside each checkpoint `X.pt`, `X.pt.sha256` records its digest (`sha256sum` for
 -c` checks it by hand), and every load verifies it, so flipped bytes never load as another
 model. While a new file is renamed into place the record lists the old file's digest and the new
 one's, so a kill between the rename and the final record leaves a checkpoint that verifies. A
-checkpoint without a record was written by an older version: it loads, with a warning (one that a
-version writing records saved has lost its record: it is refused). Weights
-with nan or inf are neither saved nor loaded.
+checkpoint without a record is refused (the record was lost, or another program wrote the file).
+Weights with nan or inf are neither saved nor loaded.
 """
 
 from __future__ import annotations
@@ -29,10 +28,6 @@ log = logging.getLogger(__name__)
 EPOCH_FILE = re.compile(r"epoch(\d+)\.pt$")
 CHECKSUM_SUFFIX = ".sha256"
 CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  \S.*")
-# State keys that only versions writing checksum records save (the trainer's running loss
-# level came with them; its input digests, one version earlier, without): a checkpoint
-# holding one but no record lost its record, it is not an older version's
-WRITTEN_WITH_CHECKSUM = {"loss_ema"}
 
 
 def checksum_path(path: str | Path) -> Path:
@@ -45,8 +40,8 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     path = Path(path)
     if (bad := nonfinite(state)) is not None:
         raise FloatingPointError(f"{bad} holds non-finite values")
-    try:  # the digests the file there now verifies with (an older version's: its own)
-        old = _recorded(path) or ([file_digest(path)] if path.is_file() else [])
+    try:  # the digests the file there now verifies with
+        old = _recorded(path) or []
     except InputError:  # a damaged record: that file does not verify anyway
         old = []
     with atomic_path(path) as tmp:
@@ -63,7 +58,10 @@ def load(path: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise InputError(f"{path}: checkpoint not found")
     recorded = _recorded(path)
-    if recorded is not None and file_digest(path) not in recorded:
+    if recorded is None:
+        raise InputError(f"{path}: its checksum file {checksum_path(path).name} is missing, so "
+                         "it cannot be verified")
+    if file_digest(path) not in recorded:
         raise InputError(f"{path}: corrupt checkpoint (its sha256 is not the one recorded in "
                          f"{checksum_path(path)})")
     if path.is_file() and path.stat().st_size == 0:
@@ -79,12 +77,6 @@ def load(path: str | Path) -> dict[str, Any]:
     if (bad := nonfinite(state)) is not None:
         raise InputError(f"{path}: {bad} holds non-finite values (the weights of a diverged "
                          "training)")
-    if recorded is None:
-        if WRITTEN_WITH_CHECKSUM & state.keys():  # a version that writes the record wrote it
-            raise InputError(f"{path}: its checksum file {checksum_path(path).name} is "
-                             "missing (deleted: the version that wrote this checkpoint writes "
-                             "one beside it), so it cannot be verified")
-        log.warning("%s: no checksum (an older version wrote it); loaded unverified", path)
     return state
 
 

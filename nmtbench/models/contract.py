@@ -125,9 +125,14 @@ class MethodSettings:
     # weight of each named loss term of `Model.losses` (1 where not given)
     loss_weights: dict[str, float] = field(default_factory=dict)
 
+    # fields a method inherits but never reads (AB-Net's and deep fusion's encoder is a
+    # pre-trained model, not `encoder_layers` Transformer layers): not settings of it, so the
+    # config refuses them instead of accepting and ignoring them
+    unread: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
     def keys(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
+        return {f.name for f in fields(cls)} - cls.unread
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> MethodSettings:
@@ -326,6 +331,17 @@ class Method:
         `weights=False` builds the pre-trained parts with random weights (counting
         parameters offline)."""
         raise NotImplementedError
+
+    @classmethod
+    def read_settings(cls, cfg: Mapping[str, Any]) -> Any:
+        """The settings `build` reads from a resolved experiment config, with the one check
+        of `decoding` against `decodings` (settings without it decode the default)."""
+        settings = cls.settings.from_config(cfg)
+        decoding = getattr(settings, "decoding", cls.decodings[0])
+        if decoding not in cls.decodings:
+            raise InputError(f"{cfg.get('method', cls.__name__)}: decoding {decoding!r} is not "
+                             f"one this method has (use {' or '.join(cls.decodings)})")
+        return settings
 
     @classmethod
     def config_keys(cls) -> set[str]:

@@ -99,7 +99,7 @@ def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
     model, src_tok, tgt_tok, cfg = load_run_model(run_dir, device=device)
     if getattr(model, "decoding", None) != "none" or not hasattr(model, "predict"):
         raise InputError(f"{run_dir}: not a teacher run (method {cfg.get('method')!r}; soft "
-                         "targets come from a c-mlm run)")
+                         "targets come from a bert-kd-teacher run)")
     if top_k > model.tgt_vocab.size:
         raise InputError(f"top_k {top_k} exceeds the vocabulary ({model.tgt_vocab.size})")
     start = time.perf_counter()

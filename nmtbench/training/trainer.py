@@ -140,10 +140,7 @@ class Trainer:
         if resumable(json.loads(state["config"])) != resumable(self.cfg):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
                              f"{retrain(self.run_dir)}")
-        if "inputs" not in state:
-            log.warning("%s records no input digests (an older version wrote it): resuming "
-                        "without checking its data", self.ckpt_dir / "last.pt")
-        elif stale := provenance.changed(state["inputs"], self.inputs_digest):
+        if stale := provenance.changed(state["inputs"], self.inputs_digest):
             raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained on other inputs "
                              f"({', '.join(stale)} changed); {retrain(self.run_dir)}")
         if state.get("world_size", 1) != self.world.size:
@@ -155,7 +152,7 @@ class Trainer:
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
             setattr(self, key, state[key])
-        self.loss_ema = state.get("loss_ema")  # an older version's checkpoint has none
+        self.loss_ema = state["loss_ema"]
         self.saved_step = self.step
         torch.set_rng_state(state["rng"])
         if state["cuda_rng"] and torch.cuda.is_available():

@@ -271,7 +271,7 @@ def _check_parent_runs(plan: Plan, name: str, where: str) -> None:
             teacher = plan.implemented[plan.experiments[parent]["method"]]
             if key in info.teachers and teacher.decodings != ("none",):
                 raise InputError(f"{where}.{key}.experiment': {parent!r} is not a teacher "
-                                 "(a c-mlm experiment)")
+                                 "(a bert-kd-teacher experiment)")
             if parent in chain:
                 raise InputError(f"{where}.{key}.experiment': warm starts form a cycle "
                                  f"({' -> '.join([*chain, parent])})")

@@ -151,16 +151,13 @@ def test_a_kill_during_a_checkpoint_save_leaves_no_temporary_file(run_copy, toy_
         "epoch3.pt.sha256", "last.pt", "last.pt.sha256"]
 
 
-@pytest.mark.parametrize("older", [False, True], ids=["checksummed", "older-version"])
 @pytest.mark.parametrize("renamed", [False, True], ids=["before-rename", "after-rename"])
 def test_a_kill_while_a_checkpoint_is_replaced_leaves_one_that_verifies(tmp_path, monkeypatch,
-                                                                        older, renamed):
+                                                                        renamed):
     """Killed after the record listing both digests was written, before or after the new file
-    was renamed over the old one (whose digest an older version never recorded)."""
+    was renamed over the old one."""
     path = tmp_path / "last.pt"
     checkpoints.save(path, {"model": {"w": torch.zeros(3)}})
-    if older:
-        checkpoints.checksum_path(path).unlink()
     original = checkpoints._write_checksums
 
     def killed(target, digests):
@@ -207,7 +204,7 @@ def test_a_corrupt_last_checkpoint_stops_the_resume_with_one_line(run_copy, toy_
         f"delete {run_copy} to train it again")
 
 
-@pytest.mark.parametrize("checksum", [True, False], ids=["with-checksum", "older-version"])
+@pytest.mark.parametrize("checksum", [True, False], ids=["with-checksum", "without"])
 def test_a_zero_byte_last_checkpoint_is_one_line(run_copy, toy_paths, capsys, checksum):
     last = run_copy / "checkpoints" / "last.pt"
     last.write_bytes(b"")
@@ -216,14 +213,17 @@ def test_a_zero_byte_last_checkpoint_is_one_line(run_copy, toy_paths, capsys, ch
     assert train(run_copy, {**CFG, "max_epochs": 3}, toy_paths) == 2
     line = one_error_line(capsys)
     assert line.startswith(f"error: {last}: ")
-    assert ("corrupt checkpoint" if checksum else "empty file (0 bytes)") in line
+    assert ("corrupt checkpoint" if checksum else "checksum file last.pt.sha256 is missing") \
+        in line
 
 
-def test_a_checkpoint_of_an_older_version_loads_with_a_warning(tmp_path, caplog):
-    path = tmp_path / "old.pt"
+def test_a_checkpoint_without_a_checksum_file_is_not_loaded(tmp_path):
+    """Written by another program (or the record deleted): it cannot be verified."""
+    path = tmp_path / "other.pt"
     torch.save({"model": {"w": torch.ones(2)}}, path)
-    assert torch.equal(checkpoints.load(path)["model"]["w"], torch.ones(2))
-    assert f"{path}: no checksum (an older version wrote it); loaded unverified" in caplog.text
+    with pytest.raises(InputError, match=rf"^{path}: its checksum file other\.pt\.sha256 is "
+                                         r"missing, so it cannot be verified$"):
+        checkpoints.load(path)
 
 
 def test_a_damaged_checksum_file_is_one_line(tmp_path):
@@ -270,14 +270,16 @@ def test_a_retrained_tokenizer_does_not_decode(run_copy, toy_dir, tmp_path, caps
                                       f"delete {run_copy} to train it again")
 
 
-def test_a_run_recording_no_digests_still_decodes(run_copy, toy_dir, tmp_path, caplog):
-    """An older version's config.json, without input digests: decoded, with a warning."""
+def test_a_run_recording_no_digests_is_not_decoded(run_copy, toy_dir, tmp_path, capsys):
+    """A config.json without the input digests every training records: what the run was
+    trained on cannot be checked, so it is not decoded as if it could."""
     config_path = run_copy / "config.json"
     config = json.loads(config_path.read_text())
     del config["inputs"]
     config_path.write_text(json.dumps(config))
-    assert decode(run_copy, toy_dir, tmp_path) == 0
-    assert f"{config_path} records no input digests (an older version wrote it)" in caplog.text
+    assert decode(run_copy, toy_dir, tmp_path) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {config_path}: ") and "'inputs'" in line
 
 
 @pytest.mark.parametrize("other", ["config", "inputs"])
@@ -304,17 +306,14 @@ def test_another_runs_checkpoint_does_not_decode(run_copy, toy_dir, tmp_path, ca
 
 
 def test_a_checkpoint_that_lost_its_checksum_file_is_refused(run_copy, toy_dir, tmp_path,
-                                                             capsys, caplog):
-    """This version writes a record beside every checkpoint: one of its checkpoints without
-    it lost it, and is not loaded unverified as an older version's would be."""
+                                                             capsys):
+    """Every checkpoint is saved with a record beside it: one without it lost it."""
     best = run_copy / "checkpoints" / "best.pt"
     checkpoints.checksum_path(best).unlink()
     assert decode(run_copy, toy_dir, tmp_path) == 2
     assert one_error_line(capsys) == (
-        f"error: {best}: its checksum file best.pt.sha256 is missing (deleted: the version "
-        f"that wrote this checkpoint writes one beside it), so it cannot be verified; delete "
-        f"{run_copy} to train it again")
-    assert "loaded unverified" not in caplog.text
+        f"error: {best}: its checksum file best.pt.sha256 is missing, so it cannot be "
+        f"verified; delete {run_copy} to train it again")
 
 
 # --- the report shows only numbers made from what is there ----------------------------------
@@ -424,12 +423,13 @@ def test_non_finite_weights_are_never_saved(toy_paths, tmp_path):
 
 
 def test_resuming_a_checkpoint_with_nan_weights_is_one_line(run_copy, toy_paths, capsys):
-    """An older version saved the weights of a diverged training; resuming them cannot work."""
+    """Weights of a diverged training, saved (with their record) by a program that did not
+    check them: resuming them cannot work."""
     last = run_copy / "checkpoints" / "last.pt"
     state = checkpoints.load(last)
     next(iter(state["model"].values())).fill_(math.nan)
     torch.save(state, last)
-    Path(f"{last}.sha256").unlink()
+    checkpoints._write_checksums(last, [file_digest(last)])
     assert train(run_copy, {**CFG, "max_epochs": 3}, toy_paths) == 2
     line = one_error_line(capsys)
     assert line.startswith(f"error: {last}: ")

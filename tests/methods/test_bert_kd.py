@@ -37,8 +37,8 @@ def bert_dir(tmp_path_factory) -> Path:
 
 def teacher(bert_dir: Path, **settings):
     torch.manual_seed(0)
-    return get_method("c-mlm").build({"method": "c-mlm", "bert": str(bert_dir), **settings},
-                                     V, V).eval()
+    config = {"method": "bert-kd-teacher", "bert": str(bert_dir), **settings}
+    return get_method("bert-kd-teacher").build(config, V, V).eval()
 
 
 def batch() -> Batch:
@@ -144,10 +144,11 @@ def test_stored_top_k_is_that_of_a_forward_pass_with_the_position_masked(bert_di
 
 def dump(bert_dir: Path, tmp_path: Path, paths: dict[str, str],
          objective: str = "cmlm") -> Path:
-    """A c-mlm teacher trained one epoch, and its top-8 soft targets of `paths`' training set."""
+    """A BERT-KD teacher trained one epoch, and its top-8 soft targets of `paths`' training set."""
     torch.set_num_threads(1)
     run = tmp_path / "teacher"
-    Trainer(run, {"method": "c-mlm", "bert": str(bert_dir), "objective": objective, **TRAIN},
+    Trainer(run, {"method": "bert-kd-teacher", "bert": str(bert_dir), "objective": objective,
+                  **TRAIN},
             {**paths, "src_tokenizer": str(bert_dir), "tgt_tokenizer": str(bert_dir),
              "pretrained": {"bert": str(bert_dir)}}, device="cpu").run()
     out = tmp_path / "soft.safetensors"
@@ -301,7 +302,7 @@ def test_a_student_trains_on_its_teachers_soft_targets_in_its_vocabulary():
 @pytest.mark.parametrize("mutate, message", [
     (lambda c: c["experiments"].update(bertkd_x={
         "method": "bert-kd", "teacher": {"experiment": "transformer-tiny"}}),
-     "'transformer-tiny' is not a teacher (a c-mlm experiment)"),
+     "'transformer-tiny' is not a teacher (a bert-kd-teacher experiment)"),
     (lambda c: c["experiments"].update(bertkd_x={
         "method": "bert-kd", "teacher": {"experiment": "no-such-teacher"}}),
      "'no-such-teacher' is not an implemented experiment"),

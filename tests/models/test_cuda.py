@@ -101,7 +101,7 @@ def test_soft_targets_dump_on_cuda_equals_the_cpu_dump(tmp_path):
     save_tiny_bert(bert, seed=1)
     paths = write_bert_corpus(tmp_path)
     run = tmp_path / "teacher"
-    Trainer(run, {"method": "c-mlm", "bert": str(bert), **TRAIN},
+    Trainer(run, {"method": "bert-kd-teacher", "bert": str(bert), **TRAIN},
             {**paths, "src_tokenizer": str(bert), "tgt_tokenizer": str(bert),
              "pretrained": {"bert": str(bert)}}, device="cuda").run()
     summaries = {}

@@ -48,6 +48,14 @@ def _experiment(c, **settings):
     (lambda c: c.update(seeds=["x"]), "config key 'seeds.0': 'x' is not of type 'integer'"),
     (lambda c: c["datasets"]["toy"].pop("lowercase"),
      "config key 'datasets.toy.lowercase' is missing"),
+    # a setting the method inherits but never reads (its encoder is the pre-trained model)
+    (lambda c: c.setdefault("experiments", {}).setdefault("abnet", {}).update(encoder_layers=2),
+     "config key 'experiments.abnet.encoder_layers' is not a setting of the trainer or of "
+     "method 'abnet'"),
+    (lambda c: c.setdefault("experiments", {}).setdefault("deepfusion-m2", {}).update(
+        encoder_layers=2),
+     "config key 'experiments.deepfusion-m2.encoder_layers' is not a setting of the trainer or "
+     "of method 'deep-fusion'"),
     (lambda c: c.update(tabels=["toyworld.table1"]),
      "config key '(top level)': Additional properties are not allowed ('tabels' was "
      "unexpected)"),
@@ -90,8 +98,8 @@ def _experiment(c, **settings):
      "config key 'dataset_map.wmt14-en-de': unknown dataset 'wmt14'"),
     (lambda c: c["datasets"]["toy"]["overrides"].update({"bert-magic": {"size": "tiny"}}),
      "config key 'datasets.toy.overrides.bert-magic': neither a method (abnet, bert-frozen, "
-     "bert-fused, bert-init, bert-kd, c-mlm, cmlm, ctnmt, deep-fusion, rnn, transformer) nor "
-     "an experiment with one"),
+     "bert-fused, bert-init, bert-kd, bert-kd-teacher, cmlm, ctnmt, deep-fusion, rnn, "
+     "transformer) nor an experiment with one"),
     (lambda c: c["datasets"]["toy"].update({"seq_kd": "abnet-mask-predict"}),
      "config key 'datasets.toy.seq_kd': 'abnet-mask-predict' is not an implemented "
      "autoregressive experiment"),
