@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def example_module(monkeypatch) -> types.ModuleType:
     section = README.read_text().split("### Worked example", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    module = types.ModuleType("methods.bert_slow")
+    module = types.ModuleType("nmtbench.methods.bert_slow")
     monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look it up
     exec(re.sub(r"(?m)^   ", "", code), module.__dict__)  # noqa: S102 (our own README)
     return module
