@@ -81,10 +81,26 @@ def cmd_toyworld(args: argparse.Namespace) -> None:
     logging.info("toy world written to %s: %s", args.out, counts)
 
 
+def _toyworld_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("toyworld", help="generate the toy-world corpora")
+    s.add_argument("--out", required=True)
+    s.add_argument("--world", help="JSON object: WorldConfig fields and split sizes")
+    s.set_defaults(func=cmd_toyworld)
+
+
 def cmd_tokenizer(args: argparse.Namespace) -> None:
     from nmtbench.data.tokenization import train_wordpiece
 
     train_wordpiece(args.corpus, args.out, args.vocab_size, lowercase=args.lowercase)
+
+
+def _tokenizer_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("tokenizer", help="train a WordPiece vocabulary (HF format)")
+    s.add_argument("--corpus", nargs="+", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--vocab-size", type=at_least(10), required=True)
+    s.add_argument("--lowercase", action="store_true")
+    s.set_defaults(func=cmd_tokenizer)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -97,6 +113,24 @@ def cmd_train(args: argparse.Namespace) -> None:
     paths["inputs"] = _named(args.input, "--input", "NAME=PATH")
     summary = Trainer(args.run_dir, train_settings(args.config), paths, device=args.device).run()
     logging.info("training finished: %s", summary)
+
+
+def _train_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("train", help="train (or resume) one run")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--config", required=True, help="the resolved experiment config as JSON")
+    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt", "src-tokenizer",
+                 "tgt-tokenizer"):
+        s.add_argument(f"--{name}", required=True)
+    s.add_argument("--pretrained", action="append", default=[], metavar="ROLE=DIR",
+                   help="a checkpoint the method loads, e.g. src_bert=data/pretrained/x")
+    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
+                   help="another run's output the run trains with (its kinds: "
+                   "nmtbench.workflow.run_inputs), e.g. "
+                   "init_from=results/runs/.../checkpoints/best.pt")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=POSITIVE)
+    s.set_defaults(func=cmd_train)
 
 
 def train_settings(text: str) -> dict[str, Any]:
@@ -132,12 +166,44 @@ def cmd_decode(args: argparse.Namespace) -> None:
         write_json(args.info, info)
 
 
+def _decode_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("decode", help="translate a file with a trained run")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--src", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--info", help="write the decoding settings and time as JSON here")
+    s.add_argument("--batch-size", type=POSITIVE,
+                   default=decode_settings.DecodeSettings.batch_size)
+    s.add_argument("--max-lines", type=POSITIVE,
+                   help="translate only the first N lines (there must be that many)")
+    _decoding_arguments(s)
+    s.set_defaults(func=cmd_decode)
+
+
 def cmd_soft_targets(args: argparse.Namespace) -> None:
-    from nmtbench.training.soft_targets import dump
+    from nmtbench.evaluation.translate import load_run_model
+    from nmtbench.methods.bert_kd_soft_targets import dump
 
     _threads(args.threads)
-    dump(args.run_dir, args.train_src, args.train_tgt, args.valid_src, args.valid_tgt,
-         args.out, args.top_k, info=args.info, max_tokens=args.max_tokens, device=args.device)
+    dump(load_run_model(args.run_dir, device=args.device), args.run_dir,
+         (args.train_src, args.train_tgt), (args.valid_src, args.valid_tgt), args.out,
+         args.top_k, info=args.info, max_tokens=args.max_tokens)
+
+
+def _soft_targets_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("soft-targets", help="a C-MLM teacher run's top-K soft targets of "
+                       "a training set (nmtbench/methods/bert_kd.py)")
+    s.add_argument("--run-dir", required=True, help="the teacher's (bert-kd-teacher) run directory")
+    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
+        s.add_argument(f"--{name}", required=True)
+    s.add_argument("--out", required=True, help="the safetensors file")
+    s.add_argument("--info", help="a JSON summary: size, time, the teacher's valid accuracy")
+    s.add_argument("--top-k", type=POSITIVE, default=8)
+    s.add_argument("--max-tokens", type=POSITIVE, default=4096,
+                   help="tokens of masked copies per forward pass")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=POSITIVE)
+    s.set_defaults(func=cmd_soft_targets)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -148,6 +214,17 @@ def cmd_export(args: argparse.Namespace) -> None:
           "AutoTokenizer.from_pretrained(..., trust_remote_code=True)")
 
 
+def _export_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("export", help="write a trained Transformer as a Hugging Face model "
+                       "(FSMT) and tokenizer")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    s.add_argument("--average-last", type=NON_NEGATIVE, default=0,
+                   help="average the last N epoch checkpoints instead (0: none)")
+    s.set_defaults(func=cmd_export)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.evaluate import evaluate_run
 
@@ -156,6 +233,24 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                            raw_ref_path=args.raw_ref, decode_info=args.info,
                            compound_split=args.compound_split)
     logging.info("BLEU %s", metrics["bleu"])
+
+
+def _evaluate_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("evaluate", help="score a run's hypotheses into metrics.json")
+    s.add_argument("--summary", required=True, help="the run's train_summary.json")
+    s.add_argument("--run-config", required=True, help="the run's config.json")
+    s.add_argument("--split", required=True)
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--ref", required=True, help="tokenized reference")
+    s.add_argument("--raw-ref", help="untokenized reference for sacreBLEU, if the data has one")
+    s.add_argument("--info", help="the decoding's JSON record, copied into the metrics")
+    s.add_argument("--out", required=True)
+    s.add_argument("--lowercase", action="store_true")
+    s.add_argument("--detok-lang", default="en", choices=DETOK_LANGS, metavar="LANG",
+                   help="Moses detokenizer language (%(default)s; one of %(choices)s)")
+    s.add_argument("--compound-split", action="store_true",
+                   help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
+    s.set_defaults(func=cmd_evaluate)
 
 
 def cmd_latency(args: argparse.Namespace) -> None:
@@ -179,6 +274,23 @@ def cmd_latency(args: argparse.Namespace) -> None:
                  f"; speedup {result['speedup']:.2f}x" if "speedup" in result else "")
 
 
+def _latency_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("latency", help="per-sentence decoding latency at batch size 1")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--src", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--sentences", type=POSITIVE, default=100,
+                   help="measured after 5 warm-up ones")
+    s.add_argument("--throughput-batch", type=POSITIVE, default=64,
+                   help="batch size of the throughput measurement")
+    s.add_argument("--baseline-run-dir",
+                   help="the autoregressive baseline run, measured in the same job (speedup)")
+    s.add_argument("--baseline-decode",
+                   help="the baseline's decoding settings as JSON (keys as config `decode`)")
+    _decoding_arguments(s)
+    s.set_defaults(func=cmd_latency)
+
+
 def cmd_bootstrap(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.analysis import paired_bootstrap
 
@@ -188,10 +300,37 @@ def cmd_bootstrap(args: argparse.Namespace) -> None:
                  result["win_ratio"])
 
 
+def _bootstrap_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("bootstrap",
+                       help="compare-mt paired bootstrap of two outputs (BLEU or a ROUGE F1)")
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--baseline", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--samples", type=BOOTSTRAP_SAMPLES, default=1000,
+                   help="resamples (at least 10, as config key analysis.bootstrap_samples)")
+    s.add_argument("--seed", type=NON_NEGATIVE, default=1)
+    s.add_argument("--lowercase", action="store_true")
+    s.add_argument("--score", choices=BOOTSTRAP_SCORES, default="bleu",
+                   help="what each resample scores (default: tokenized BLEU)")
+    s.set_defaults(func=cmd_bootstrap)
+
+
 def cmd_buckets(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.analysis import length_buckets
 
     length_buckets(args.hyp, args.ref, args.out, cutoffs=args.cutoffs, lowercase=args.lowercase)
+
+
+def _buckets_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("buckets", help="BLEU by output-length bucket (compare-mt buckets)")
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--cutoffs", type=POSITIVE, nargs="+", required=True,
+                   help="increasing output lengths (tokens) where buckets end")
+    s.add_argument("--lowercase", action="store_true")
+    s.set_defaults(func=cmd_buckets)
 
 
 def cmd_download(args: argparse.Namespace) -> None:
@@ -199,6 +338,16 @@ def cmd_download(args: argparse.Namespace) -> None:
 
     digest = download(args.url, args.out, args.sha256, md5=args.md5, retries=args.retries)
     logging.info("downloaded %s (sha256 %s)", args.out, digest)
+
+
+def _download_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("download", help="download one file, verified against its checksum")
+    s.add_argument("--url", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--sha256", help="the pinned checksum (neither given: not pinned, log it)")
+    s.add_argument("--md5", help="the pinned MD5, where no SHA-256 was ever published")
+    s.add_argument("--retries", type=NON_NEGATIVE, default=5)
+    s.set_defaults(func=cmd_download)
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
@@ -210,6 +359,17 @@ def cmd_prepare(args: argparse.Namespace) -> None:
                  {k: v["lines"] for k, v in manifest["splits"].items()})
 
 
+def _prepare_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("prepare", help="prepare a real dataset from its downloaded releases")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
+    s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
+    s.add_argument("--out", required=True)
+    s.add_argument("--workers", type=POSITIVE, default=1,
+                   help="processes for Moses tokenization")
+    s.set_defaults(func=cmd_prepare)
+
+
 def cmd_monolingual(args: argparse.Namespace) -> None:
     from nmtbench.data.monolingual import prepare_monolingual
 
@@ -217,6 +377,23 @@ def cmd_monolingual(args: argparse.Namespace) -> None:
                                    args.downloads, args.out, workers=args.workers,
                                    max_sentences=args.max_sentences)
     logging.info("prepared %s: %d sentences of %s", args.out, manifest["sentences"], args.corpus)
+
+
+def _monolingual_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("monolingual", help="target-side monolingual sentences for "
+                       "back-translation, processed as a real dataset's target side")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
+    s.add_argument("--corpus", required=True, help="a corpus of nmtbench.data.monolingual.CORPORA, "
+                   "e.g. english-wikipedia")
+    s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
+    s.add_argument("--out", required=True, help="the sentences, one a line; the manifest goes "
+                   "beside it (OUT.manifest.json)")
+    s.add_argument("--max-sentences", type=POSITIVE,
+                   help="keep only the first N (default: all)")
+    s.add_argument("--workers", type=POSITIVE, default=1, help="processes for splitting and "
+                   "tokenizing")
+    s.set_defaults(func=cmd_monolingual)
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -235,12 +412,32 @@ def cmd_params(args: argparse.Namespace) -> None:
     print(json.dumps(count_parameters(plan, args.dataset, args.experiment)))
 
 
+def _params_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("params", help="count an experiment's parameters from configs alone",
+                       description="Build the experiment's model on the dataset from configs "
+                       "only (random weights, no download) and print {\"total\", \"trained\"}.")
+    s.add_argument("experiment")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--configfile", nargs="*",
+                   help="config files merged over config/config.yaml (default: "
+                   "config/paper.yaml, the papers' settings)")
+    s.add_argument("--root", default=".", help="the repository: config/ and papers/")
+    s.set_defaults(func=cmd_params)
+
+
 def cmd_snapshot(args: argparse.Namespace) -> None:
     from nmtbench import layout
     from nmtbench.models.pretrained import snapshot
 
     out = snapshot(args.name, args.out or layout.PRETRAINED_DIR.format(pretrained=args.name))
     logging.info("checkpoint %s saved to %s", args.name, out)
+
+
+def _snapshot_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("snapshot", help="download a hub checkpoint for offline use")
+    s.add_argument("name", help="Hugging Face hub name, e.g. bert-base-uncased")
+    s.add_argument("--out", help="directory to write (default: data/pretrained/NAME)")
+    s.set_defaults(func=cmd_snapshot)
 
 
 def cmd_trim(args: argparse.Namespace) -> None:
@@ -250,6 +447,18 @@ def cmd_trim(args: argparse.Namespace) -> None:
     logging.info("checkpoint %s trimmed to %d of %d pieces (%.2f%% of the corpus pieces kept): "
                  "%s", args.checkpoint, summary["size"], summary["original_size"],
                  100 * summary["corpus_coverage"], args.out)
+
+
+def _trim_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("trim", help="trim a BERT checkpoint's vocabulary to a corpus' pieces",
+                       description="Keep the special tokens and the SIZE pieces most frequent "
+                       "in the corpora (read by the checkpoint's tokenizer), with their "
+                       "embeddings, and write a checkpoint directory.")
+    s.add_argument("--checkpoint", required=True, help="the BERT's directory (HF format)")
+    s.add_argument("--corpus", nargs="+", required=True, help="the text the pieces come from")
+    s.add_argument("--size", type=POSITIVE, required=True, help="pieces kept, specials included")
+    s.add_argument("--out", required=True, help="directory to write")
+    s.set_defaults(func=cmd_trim)
 
 
 def cmd_pretrain(args: argparse.Namespace) -> None:
@@ -263,11 +472,33 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
     logging.info("pre-training finished: held-out %s", summary["heldout"])
 
 
+def _pretrain_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("pretrain", help="pre-train a tiny BERT or GPT-2 on a monolingual corpus")
+    s.add_argument("--corpus", nargs="+", required=True,
+                   help="one or more corpora (several: read line by line in turn)")
+    s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--settings", required=True,
+                   help="JSON object of nmtbench.workflow.pretrain_settings.PretrainConfig fields")
+    s.add_argument("--threads", type=POSITIVE)
+    s.set_defaults(func=cmd_pretrain)
+
+
 def cmd_score(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.metrics import score_files
 
     print(json.dumps(score_files(args.hyp, args.ref, lowercase=args.lowercase,
                                  detok_lang=args.detok_lang)))
+
+
+def _score_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("score", help="BLEU of your own output: tokenized and sacreBLEU")
+    s.add_argument("--hyp", required=True)
+    s.add_argument("--ref", required=True)
+    s.add_argument("--lowercase", action="store_true", help="case-insensitive")
+    s.add_argument("--detok-lang", choices=DETOK_LANGS, metavar="LANG",
+                   help="Moses-detokenize both files before sacreBLEU (one of %(choices)s)")
+    s.set_defaults(func=cmd_score)
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -284,138 +515,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         logging.info("wrote %s", path)
 
 
-def _decoding_arguments(s: argparse.ArgumentParser) -> None:
-    decode_settings.add_arguments(s)
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=POSITIVE)
-
-
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m nmtbench", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("soft-targets", help="a C-MLM teacher run's top-K soft targets of "
-                       "a training set (nmtbench/methods/bert_kd.py)")
-    s.add_argument("--run-dir", required=True, help="the teacher's (bert-kd-teacher) run directory")
-    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
-        s.add_argument(f"--{name}", required=True)
-    s.add_argument("--out", required=True, help="the safetensors file")
-    s.add_argument("--info", help="a JSON summary: size, time, the teacher's valid accuracy")
-    s.add_argument("--top-k", type=POSITIVE, default=8)
-    s.add_argument("--max-tokens", type=POSITIVE, default=4096,
-                   help="tokens of masked copies per forward pass")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=POSITIVE)
-    s.set_defaults(func=cmd_soft_targets)
-
-    s = sub.add_parser("toyworld", help="generate the toy-world corpora")
-    s.add_argument("--out", required=True)
-    s.add_argument("--world", help="JSON object: WorldConfig fields and split sizes")
-    s.set_defaults(func=cmd_toyworld)
-
-    s = sub.add_parser("tokenizer", help="train a WordPiece vocabulary (HF format)")
-    s.add_argument("--corpus", nargs="+", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--vocab-size", type=at_least(10), required=True)
-    s.add_argument("--lowercase", action="store_true")
-    s.set_defaults(func=cmd_tokenizer)
-
-    s = sub.add_parser("train", help="train (or resume) one run")
-    s.add_argument("--run-dir", required=True)
-    s.add_argument("--config", required=True, help="the resolved experiment config as JSON")
-    for name in ("train-src", "train-tgt", "valid-src", "valid-tgt", "src-tokenizer",
-                 "tgt-tokenizer"):
-        s.add_argument(f"--{name}", required=True)
-    s.add_argument("--pretrained", action="append", default=[], metavar="ROLE=DIR",
-                   help="a checkpoint the method loads, e.g. src_bert=data/pretrained/x")
-    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
-                   help="another run's output the run trains with (nmtbench.training.trainer "
-                   "RUN_INPUTS), e.g. init_from=results/runs/.../checkpoints/best.pt")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=POSITIVE)
-    s.set_defaults(func=cmd_train)
-
-    s = sub.add_parser("snapshot", help="download a hub checkpoint for offline use")
-    s.add_argument("name", help="Hugging Face hub name, e.g. bert-base-uncased")
-    s.add_argument("--out", help="directory to write (default: data/pretrained/NAME)")
-    s.set_defaults(func=cmd_snapshot)
-
-    s = sub.add_parser("trim", help="trim a BERT checkpoint's vocabulary to a corpus' pieces",
-                       description="Keep the special tokens and the SIZE pieces most frequent "
-                       "in the corpora (read by the checkpoint's tokenizer), with their "
-                       "embeddings, and write a checkpoint directory.")
-    s.add_argument("--checkpoint", required=True, help="the BERT's directory (HF format)")
-    s.add_argument("--corpus", nargs="+", required=True, help="the text the pieces come from")
-    s.add_argument("--size", type=POSITIVE, required=True, help="pieces kept, specials included")
-    s.add_argument("--out", required=True, help="directory to write")
-    s.set_defaults(func=cmd_trim)
-
-    s = sub.add_parser("pretrain", help="pre-train a tiny BERT or GPT-2 on a monolingual corpus")
-    s.add_argument("--corpus", nargs="+", required=True,
-                   help="one or more corpora (several: read line by line in turn)")
-    s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
-    s.add_argument("--out", required=True)
-    s.add_argument("--settings", required=True,
-                   help="JSON object of nmtbench.workflow.pretrain_settings.PretrainConfig fields")
-    s.add_argument("--threads", type=POSITIVE)
-    s.set_defaults(func=cmd_pretrain)
-
-    s = sub.add_parser("params", help="count an experiment's parameters from configs alone",
-                       description="Build the experiment's model on the dataset from configs "
-                       "only (random weights, no download) and print {\"total\", \"trained\"}.")
-    s.add_argument("experiment")
-    s.add_argument("--dataset", required=True)
-    s.add_argument("--configfile", nargs="*",
-                   help="config files merged over config/config.yaml (default: "
-                   "config/paper.yaml, the papers' settings)")
-    s.add_argument("--root", default=".", help="the repository: config/ and papers/")
-    s.set_defaults(func=cmd_params)
-
-    s = sub.add_parser("decode", help="translate a file with a trained run")
-    s.add_argument("--run-dir", required=True)
-    s.add_argument("--src", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--info", help="write the decoding settings and time as JSON here")
-    s.add_argument("--batch-size", type=POSITIVE,
-                   default=decode_settings.DecodeSettings.batch_size)
-    s.add_argument("--max-lines", type=POSITIVE,
-                   help="translate only the first N lines (there must be that many)")
-    _decoding_arguments(s)
-    s.set_defaults(func=cmd_decode)
-
-    s = sub.add_parser("export", help="write a trained Transformer as a Hugging Face model "
-                       "(FSMT) and tokenizer")
-    s.add_argument("--run-dir", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--checkpoint", default="best", choices=["best", "last"])
-    s.add_argument("--average-last", type=NON_NEGATIVE, default=0,
-                   help="average the last N epoch checkpoints instead (0: none)")
-    s.set_defaults(func=cmd_export)
-
-    s = sub.add_parser("evaluate", help="score a run's hypotheses into metrics.json")
-    s.add_argument("--summary", required=True, help="the run's train_summary.json")
-    s.add_argument("--run-config", required=True, help="the run's config.json")
-    s.add_argument("--split", required=True)
-    s.add_argument("--hyp", required=True)
-    s.add_argument("--ref", required=True, help="tokenized reference")
-    s.add_argument("--raw-ref", help="untokenized reference for sacreBLEU, if the data has one")
-    s.add_argument("--info", help="the decoding's JSON record, copied into the metrics")
-    s.add_argument("--out", required=True)
-    s.add_argument("--lowercase", action="store_true")
-    s.add_argument("--detok-lang", default="en", choices=DETOK_LANGS, metavar="LANG",
-                   help="Moses detokenizer language (%(default)s; one of %(choices)s)")
-    s.add_argument("--compound-split", action="store_true",
-                   help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
-    s.set_defaults(func=cmd_evaluate)
-
-    s = sub.add_parser("score", help="BLEU of your own output: tokenized and sacreBLEU")
-    s.add_argument("--hyp", required=True)
-    s.add_argument("--ref", required=True)
-    s.add_argument("--lowercase", action="store_true", help="case-insensitive")
-    s.add_argument("--detok-lang", choices=DETOK_LANGS, metavar="LANG",
-                   help="Moses-detokenize both files before sacreBLEU (one of %(choices)s)")
-    s.set_defaults(func=cmd_score)
-
+def _report_arguments(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("report", help="rebuild tables.md and the figures from run directories",
                        description="Rebuild tables.md and figures/ from the run directories "
                        "under --results, without Snakemake (e.g. after copying results/ off a "
@@ -431,75 +531,23 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--root", default=".", help="the repository: config/, papers/, git commit")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("latency", help="per-sentence decoding latency at batch size 1")
-    s.add_argument("--run-dir", required=True)
-    s.add_argument("--src", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--sentences", type=POSITIVE, default=100,
-                   help="measured after 5 warm-up ones")
-    s.add_argument("--throughput-batch", type=POSITIVE, default=64,
-                   help="batch size of the throughput measurement")
-    s.add_argument("--baseline-run-dir",
-                   help="the autoregressive baseline run, measured in the same job (speedup)")
-    s.add_argument("--baseline-decode",
-                   help="the baseline's decoding settings as JSON (keys as config `decode`)")
-    _decoding_arguments(s)
-    s.set_defaults(func=cmd_latency)
 
-    s = sub.add_parser("bootstrap",
-                       help="compare-mt paired bootstrap of two outputs (BLEU or a ROUGE F1)")
-    s.add_argument("--hyp", required=True)
-    s.add_argument("--baseline", required=True)
-    s.add_argument("--ref", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--samples", type=BOOTSTRAP_SAMPLES, default=1000,
-                   help="resamples (at least 10, as config key analysis.bootstrap_samples)")
-    s.add_argument("--seed", type=NON_NEGATIVE, default=1)
-    s.add_argument("--lowercase", action="store_true")
-    s.add_argument("--score", choices=BOOTSTRAP_SCORES, default="bleu",
-                   help="what each resample scores (default: tokenized BLEU)")
-    s.set_defaults(func=cmd_bootstrap)
+def _decoding_arguments(s: argparse.ArgumentParser) -> None:
+    decode_settings.add_arguments(s)
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=POSITIVE)
 
-    s = sub.add_parser("buckets", help="BLEU by output-length bucket (compare-mt buckets)")
-    s.add_argument("--hyp", required=True)
-    s.add_argument("--ref", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--cutoffs", type=POSITIVE, nargs="+", required=True,
-                   help="increasing output lengths (tokens) where buckets end")
-    s.add_argument("--lowercase", action="store_true")
-    s.set_defaults(func=cmd_buckets)
 
-    s = sub.add_parser("download", help="download one file, verified against its checksum")
-    s.add_argument("--url", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--sha256", help="the pinned checksum (neither given: not pinned, log it)")
-    s.add_argument("--md5", help="the pinned MD5, where no SHA-256 was ever published")
-    s.add_argument("--retries", type=NON_NEGATIVE, default=5)
-    s.set_defaults(func=cmd_download)
-
-    s = sub.add_parser("prepare", help="prepare a real dataset from its downloaded releases")
-    s.add_argument("--dataset", required=True)
-    s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
-    s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
-    s.add_argument("--out", required=True)
-    s.add_argument("--workers", type=POSITIVE, default=1,
-                   help="processes for Moses tokenization")
-    s.set_defaults(func=cmd_prepare)
-
-    s = sub.add_parser("monolingual", help="target-side monolingual sentences for "
-                       "back-translation, processed as a real dataset's target side")
-    s.add_argument("--dataset", required=True)
-    s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
-    s.add_argument("--corpus", required=True, help="a corpus of nmtbench.data.monolingual.CORPORA, "
-                   "e.g. english-wikipedia")
-    s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
-    s.add_argument("--out", required=True, help="the sentences, one a line; the manifest goes "
-                   "beside it (OUT.manifest.json)")
-    s.add_argument("--max-sentences", type=POSITIVE,
-                   help="keep only the first N (default: all)")
-    s.add_argument("--workers", type=POSITIVE, default=1, help="processes for splitting and "
-                   "tokenizing")
-    s.set_defaults(func=cmd_monolingual)
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m nmtbench", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for arguments in (
+            _soft_targets_arguments, _toyworld_arguments, _tokenizer_arguments, _train_arguments,
+            _snapshot_arguments, _trim_arguments, _pretrain_arguments, _params_arguments,
+            _decode_arguments, _export_arguments, _evaluate_arguments, _score_arguments,
+            _report_arguments, _latency_arguments, _bootstrap_arguments, _buckets_arguments,
+            _download_arguments, _prepare_arguments, _monolingual_arguments):
+        arguments(sub)
     return p
 
 

@@ -57,3 +57,10 @@ def gpu_model() -> str:
     import torch
 
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (training and validation); nothing on CPU."""
+    import torch
+
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")

@@ -101,3 +101,53 @@ def test_the_planning_layers_load_neither_torch_nor_transformers(module):
 def test_every_module_is_in_a_layer_and_the_test_can_fail():
     assert {layer_of(module) for module in MODULES} == set(LAYERS)
     assert heavy_chain("nmtbench.training.trainer", set())[-1].split(".")[0] == "torch"
+
+
+# Core modules that serve one method by what they are: Hugging Face's FSMT holds exactly the
+# Transformer baseline, so exporting to it reads that method's parts; the command line offers
+# BERT-KD's teacher pass over a training set (`soft-targets`) as a command of its own.
+METHOD_SPECIFIC = {"nmtbench.export.fsmt": "nmtbench.methods.transformer",
+                   "nmtbench.cli": "nmtbench.methods.bert_kd_soft_targets"}
+
+
+def method_names() -> set[str]:
+    """Registered method names and the modules of the methods package."""
+    import yaml
+
+    schema = yaml.safe_load((PACKAGE.parent / "config" / "schema.yaml").read_text())
+    modules = {name.rsplit(".", 1)[1] for name in MODULES
+               if name.startswith("nmtbench.methods.")}
+    return set(schema["$defs"]["methods"]) | modules
+
+
+def named_methods(module: str, names: set[str]) -> list[str]:
+    """Where a module imports a method's module, or holds a method's name as a string that
+    is not a docstring (a special case by name)."""
+    tree = ast.parse(MODULES[module].read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmtbench.methods"):
+            imported = [node.module] if node.module != "nmtbench.methods" else [
+                f"nmtbench.methods.{alias.name}" for alias in node.names]
+            found += [f"line {node.lineno}: imports {name}" for name in imported
+                      if name in MODULES and name != METHOD_SPECIFIC.get(module)]
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and id(node) not in docstrings and node.value in names):
+            found.append(f"line {node.lineno}: names {node.value!r}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if layer_of(m) != "methods"))
+def test_no_core_module_names_a_method(module):
+    """A method owns everything about itself: the core reaches methods through the registry
+    (`get_method`) and the contract, never by a method's module or name."""
+    assert not named_methods(module, method_names())
+
+
+def test_naming_a_method_is_found():
+    names = method_names()
+    assert "bert-kd-teacher" in names and "bert_kd" in names
+    assert named_methods("nmtbench.methods.bert_kd", names)  # it imports its soft targets

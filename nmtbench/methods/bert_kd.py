@@ -10,7 +10,7 @@ Two methods, one per training job, both through the shared trainer:
   position sees the source and the target positions up to itself only (a left-to-right
   conditional LM, so a masked position is predicted from its left context).
   `teacher_layers` keeps the BERT's first N layers (Table 6's BERT_sm: 6 of 12). The teacher
-  is never decoded; `nmtbench.training.soft_targets` runs it over the training set.
+  is never decoded; `bert_kd_soft_targets` runs it over the training set.
 - `bert-kd` (`KDStudent`): the Transformer baseline (`student: rnn`: the RNN of
   `nmtbench/methods/rnn.py`, Table 2) trained with
   L = alpha * L_bidi + (1 - alpha) * L_xe (Eq. 5), L_bidi the cross-entropy against the
@@ -43,8 +43,11 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
+from nmtbench.methods.bert_kd_soft_targets import SOFT_IDS, SOFT_LOGPROBS
+from nmtbench.methods.bert_kd_soft_targets import load as load_soft_targets
 from nmtbench.methods.rnn import RNNConfig, rnn_parts
 from nmtbench.methods.transformer import EncoderDecoder, Transformer, TransformerSettings
+from nmtbench.models.batches import ParallelData
 from nmtbench.models.contract import (
     Batch,
     Losses,
@@ -60,7 +63,6 @@ from nmtbench.models.pretrained import check_vocab, load_model
 
 OBJECTIVES = ("cmlm", "l2r")
 STUDENTS = ("transformer", "rnn")
-SOFT_IDS, SOFT_LOGPROBS = "soft_ids", "soft_logprobs"  # the batch extras of soft targets
 
 
 # --- the teacher ------------------------------------------------------------------------------
@@ -199,6 +201,15 @@ class KDStudent(EncoderDecoder):
     """The Transformer with the soft-target term `bidi` beside `tokens`."""
 
     settings: KDSettings
+
+    def attach_side_data(self, name: str, path: str, data: ParallelData,
+                         tokenizer: Any) -> None:
+        """The teacher's soft targets (the run input `soft_targets`), its top `top_k` of
+        each target position."""
+        if name != "soft_targets":
+            super().attach_side_data(name, path, data, tokenizer)
+            return
+        load_soft_targets(path, data, tokenizer, self.settings.top_k)
 
     def loss(self, batch: Batch, progress: Progress | None = None) -> tuple[torch.Tensor,
                                                                               Losses]:

@@ -169,6 +169,13 @@ class Model(nn.Module):
         """The optimiser's groups; together they hold every trainable parameter once."""
         return [ParamGroup("all", list(self.trainable_parameters()))]
 
+    def attach_side_data(self, name: str, path: str, data: Any, tokenizer: Any) -> None:
+        """Attach the run input `name` at `path` (side data by line number, e.g. a teacher's
+        soft targets) to the training pairs `data` (`ParallelData.attach`), read in the
+        target `tokenizer`'s ids. A model that takes none refuses it."""
+        raise InputError(f"run input {name!r}: this model ({type(self).__name__}) takes no "
+                         "side data")
+
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
         """Named loss terms of one batch. A term meant to train only part of the model
         confines itself by detaching at the partition's boundary, e.g. a term that must not
@@ -229,6 +236,10 @@ class Model(nn.Module):
             if key in own and own[key].shape != value.shape:
                 raise InputError(f"{name}: {key} has shape {tuple(value.shape)}, the model's "
                                  f"is {tuple(own[key].shape)}")
+        if not state.keys() & own.keys():
+            raise InputError(f"{name}: none of the checkpoint's {len(state)} weights under "
+                             f"{take!r} is a weight of this model under {into!r} (a run of "
+                             "another method or model part?)")
         result = self.load_state_dict(state, strict=False)
         return WarmStart(sorted(k for k in set(result.missing_keys) - self.pretrained_keys()
                                 if k.startswith(into)),

@@ -23,7 +23,6 @@ Checkpoints are never saved with non-finite weights.
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import json
 import logging
@@ -32,41 +31,29 @@ import time
 from collections import defaultdict
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
 from nmtbench import provenance
 from nmtbench.data.tokenization import load_tokenizer, vocab_of
-from nmtbench.devices import resolve_device
+from nmtbench.devices import autocast, resolve_device
 from nmtbench.errors import InputError, retrain
-from nmtbench.evaluation.metrics import multi_bleu_perl
-from nmtbench.evaluation.translate import translate_lines
-from nmtbench.fileio import read_jsonl, read_lines, write_json, write_lines
+from nmtbench.fileio import read_jsonl, write_json, write_lines
 from nmtbench.methods import get_method
 from nmtbench.models import checkpoints
-from nmtbench.models.batches import ParallelData, read_back_translations
 from nmtbench.models.contract import Model, Progress, adamw
-from nmtbench.training import distributed, soft_targets
+from nmtbench.training import distributed
+from nmtbench.training.run_lock import hold, remove_unfinished_saves
+from nmtbench.training.training_data import TrainingData
+from nmtbench.training.validation import valid_bleu, validation_loss
+from nmtbench.workflow import run_inputs
 from nmtbench.workflow.train_settings import TrainConfig, learning_rate, resumable
 
 log = logging.getLogger(__name__)
 
 LOSS_EMA_DECAY = 0.99  # the running loss level the divergence rule compares with: ~100 updates
-LOCK_POLL_SECONDS = 1.0
-
-# Another run's output a run trains with (`paths["inputs"]`, `--input NAME=PATH`, resolved by
-# `nmtbench.workflow.plan.Plan.run_inputs`): name -> what the trainer does with it.
-RUN_INPUTS = {
-    "train_tgt": "replaces the training targets (a teacher's translations: seq_kd)",
-    "bt_src": "back-translated sources, added to the training data with bt_tgt",
-    "bt_tgt": "the monolingual target sentences bt_src translates",
-    "init_from": "a checkpoint whose matching weights initialise the model (warm start)",
-    "features_from": "a checkpoint whose encoder replaces BERT-fused's BERT (bert_fused.py)",
-    "soft_targets": "a teacher's top-K distributions of the training targets (bert_kd.py)",
-}
-
 
 class Trainer:
     def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: dict[str, str],
@@ -76,10 +63,10 @@ class Trainer:
         self.log_path = self.run_dir / "train_log.jsonl"
         self.cfg = cfg
         self.paths = paths
-        self.inputs: dict[str, str] = paths.get("inputs", {})
-        for name in self.inputs:
-            if name not in RUN_INPUTS:
-                raise InputError(f"unknown run input {name!r}; known: {', '.join(RUN_INPUTS)}")
+        # other runs' outputs it trains with (`--input NAME=PATH`), by kind
+        self.method = get_method(cfg["method"])
+        self.input_kinds = run_inputs.by_kind(paths.get("inputs", {}),
+                                              self.method.warm_starts, cfg)
         self.tc = TrainConfig.from_dict(cfg)
         self.inputs_digest = provenance.input_digests(paths)  # a resume must read the same
         requested = resolve_device(device)
@@ -88,22 +75,13 @@ class Trainer:
         self.src_tok = load_tokenizer(paths["src_tokenizer"])
         self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
         torch.manual_seed(self.tc.seed)
-        method = get_method(cfg["method"])
-        self.model: Model = method.build(cfg, vocab_of(self.src_tok), vocab_of(self.tgt_tok),
-                                         paths.get("pretrained", {})).to(self.device)
-        train_tgt = self.inputs.get("train_tgt", paths["train_tgt"])
-        self.train_data = ParallelData.load(paths["train_src"], train_tgt, self.src_tok,
-                                            self.tgt_tok, self.tc.max_positions,
-                                            limit=self.tc.train_pairs,
-                                            src_bos=self.model.source_bos)
-        if "soft_targets" in self.inputs:
-            soft_targets.load(self.inputs["soft_targets"], self.train_data, self.tgt_tok,
-                              getattr(self.model.settings, "top_k", 0))
-        if self.tc.bt_sentences:
-            self.train_data += self._back_translations()
-        self.valid_data = ParallelData.load(paths["valid_src"], paths["valid_tgt"], self.src_tok,
-                                            self.tgt_tok, self.tc.max_positions,
-                                            src_bos=self.model.source_bos)
+        self.model: Model = self.method.build(cfg, vocab_of(self.src_tok),
+                                              vocab_of(self.tgt_tok),
+                                              paths.get("pretrained", {})).to(self.device)
+        data = TrainingData(paths, self.src_tok, self.tgt_tok, self.tc, self.model)
+        for kind, given in self.input_kinds:
+            kind.load_data(data, given)
+        self.train_data, self.valid_data = data.train, data.valid
         self.synced = None  # the DistributedDataParallel wrapper when there are several processes
         if self.world.size > 1:
             self.synced = torch.nn.parallel.DistributedDataParallel(
@@ -190,9 +168,6 @@ class Trainer:
             f.write(json.dumps({"step": self.step, "epoch": self.epoch, **record}) + "\n")
 
     # --- training ----------------------------------------------------------------------------
-    def _autocast(self):
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-
     def _loss(self, batch, progress):
         return (self.model.loss(batch, progress) if self.synced is None
                 else self.synced(batch, progress))
@@ -218,7 +193,7 @@ class Trainer:
         for j, (indices, weight) in enumerate(share):
             batch = self.train_data.collate(indices).to(self.device)
             with self._no_sync(last=j == len(share) - 1):
-                with self._autocast():
+                with autocast(self.device):
                     loss, losses = self._loss(batch, progress)
                 # DDP averages over processes; the weights already sum to one over all of them
                 (loss * (weight * self.world.size)).backward()
@@ -266,40 +241,9 @@ class Trainer:
         except FloatingPointError as err:
             raise self._diverged(self.step, str(err)) from None
 
-    @torch.no_grad()
-    def validate(self) -> float:
-        """Mean per-token loss on the validation set (label-smoothed, like fairseq's); each
-        process scores its share of the batches."""
-        self.model.eval()
-        total, tokens = 0.0, 0
-        batches = self.valid_data.batches(self.tc.max_tokens,
-                                          multiple=self.tc.batch_size_multiple,
-                                          max_sentences=self.tc.max_sentences)
-        for indices in batches[self.world.rank::self.world.size]:
-            batch = self.valid_data.collate(indices).to(self.device)
-            with self._autocast():
-                loss, losses = self.model.loss(batch)
-            n = losses.ntokens
-            total += float(loss) * n
-            tokens += n
-        total, tokens = self.world.all_reduce_sum([total, tokens], self.device)
-        return total / max(tokens, 1)
-
-    @torch.no_grad()
-    def valid_bleu(self) -> float:
-        """Tokenized BLEU of greedy decoding (mask-predict: one length candidate) on the valid
-        set (case-sensitive), like fairseq's --eval-bleu; the curve figures plot it against
-        epochs or steps."""
-        self.model.eval()
-        sources = read_lines(self.paths["valid_src"])
-        hyps = translate_lines(self.model, self.src_tok, self.tgt_tok, sources, beam=1,
-                               length_beam=1)
-        refs = read_lines(self.paths["valid_tgt"])
-        return multi_bleu_perl(lowercase=False).corpus_score(hyps, [refs]).score
-
     def _end_epoch(self) -> bool:
         """Validate, save checkpoints; return True when training should stop."""
-        valid = self.validate()
+        valid = validation_loss(self.model, self.valid_data, self.tc, self.world, self.device)
         improved = valid < self.best_valid
         if improved:
             self.best_valid = valid
@@ -308,7 +252,7 @@ class Trainer:
             self.epochs_without_improvement += 1
         record = {"valid_loss": valid, "best_valid_loss": self.best_valid}
         if self.tc.valid_bleu and self.world.is_main:
-            record["valid_bleu"] = self.valid_bleu()
+            record["valid_bleu"] = valid_bleu(self.model, self.src_tok, self.tgt_tok, self.paths)
         self._log({"event": "valid", **record, "seconds": round(self.seconds, 2)})
         finished_epoch = self.epoch
         self.epoch, self.offset = self.epoch + 1, 0
@@ -331,16 +275,6 @@ class Trainer:
         return self.train_data.batches(self.tc.max_tokens, shuffle_seed,
                                        self.tc.batch_size_multiple, self.tc.max_sentences)
 
-    def _back_translations(self) -> ParallelData:
-        if not {"bt_src", "bt_tgt"} <= set(self.inputs):
-            raise InputError(f"bt_sentences is {self.tc.bt_sentences} but no back-translated "
-                             "data was given (--input bt_src=... --input bt_tgt=...)")
-        src, tgt = read_back_translations(self.inputs["bt_src"], self.inputs["bt_tgt"],
-                                          self.tc.bt_sentences)
-        log.info("training on %d back-translated pairs besides the parallel data", len(src))
-        return ParallelData.encode(src, tgt, self.src_tok, self.tgt_tok, self.tc.max_positions,
-                                   self.inputs["bt_src"], self.model.source_bos)
-
     def _start_fresh(self) -> None:
         """Begin at step 0: what an earlier training left here (its log, best and epoch
         checkpoints: e.g. last.pt was deleted) is not this training's and would mix into its
@@ -354,14 +288,13 @@ class Trainer:
             if earlier:
                 log.warning("%s: removed %d files of an earlier training (no last.pt to resume)",
                             self.run_dir, len(earlier))
-        for name, (take, into) in get_method(self.cfg["method"]).warm_starts.items():
-            if name in self.inputs:
-                self._warm_start(name, take, into)
+        for kind, given in self.input_kinds:
+            kind.load_weights(self, given)
 
-    def _warm_start(self, name: str, take: str, into: str) -> None:
+    def warm_start(self, name: str, path: str) -> None:
         """Initialise (part of) the model from another run's checkpoint (a fresh run only: a
-        resumed one has its own weights)."""
-        path = self.inputs[name]
+        resumed one has its own weights), as the method's `warm_starts` say for `name`."""
+        take, into = self.method.warm_starts[name]
         try:
             state = checkpoints.load(path)
         except InputError as err:  # the parent's checkpoint (runs/<parent>/seedN/checkpoints/)
@@ -378,9 +311,9 @@ class Trainer:
         try:
             with ((self.run_dir / ".train.lock").open("w") if self.world.is_main
                   else nullcontext()) as lock:
-                self._hold(lock)
+                hold(lock, self.world, self.device, self.run_dir)
                 if self.world.is_main:
-                    self._remove_unfinished_saves()
+                    remove_unfinished_saves(self.ckpt_dir)
                 summary = self._run()
                 finished = True
                 return summary
@@ -388,35 +321,6 @@ class Trainer:
             self.synced = None  # its reducer holds the process group (see distributed.leave)
             gc.collect()
             distributed.leave(self.world, finished)
-
-    def _hold(self, lock: IO[str] | None) -> None:
-        """Take the run directory's lock (rank 0; the others wait with it), waiting while
-        another process trains here. Giving up would fail this job, and Snakemake deletes a
-        failed job's output: the train_summary.json the other process writes. Once it is done,
-        this one resumes its last.pt (0 updates if it finished) and writes the same summary."""
-        waiting = False
-        while True:
-            held = 0.0
-            if lock is not None:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    held = 1.0
-                except BlockingIOError:
-                    pass
-            if self.world.all_reduce_sum([held], self.device)[0]:
-                return
-            if not waiting and self.world.is_main:
-                log.warning("%s is being trained by another process: waiting for it to end",
-                            self.run_dir)
-            waiting = True
-            time.sleep(LOCK_POLL_SECONDS)
-
-    def _remove_unfinished_saves(self) -> None:
-        """The temporary files of saves a kill interrupted, each as large as a checkpoint
-        (only the lock's holder writes checkpoints)."""
-        for path in self.ckpt_dir.glob(".*.tmp"):
-            path.unlink()
-            log.warning("%s: removed an unfinished checkpoint save", path)
 
     def _run(self) -> dict[str, Any]:
         if (self.ckpt_dir / "last.pt").exists():

@@ -117,10 +117,20 @@ def check(config: dict[str, Any], schema_path: str | Path,
     _check_download_paths(config.get("sources", {}), schema["$defs"]["name"]["pattern"])
     resolve_reversed(config["datasets"])
     definitions = schema["$defs"]
-    implemented = method_infos(definitions)
-    plan = Plan(config, load_catalogue(papers_dir), implemented)
+    plan = Plan(config, load_catalogue(papers_dir), method_infos(definitions))
+    _check_experiments(config, plan, definitions["decode"])
+    _check_datasets(config, plan, definitions["decode"])
+    _check_pretrained(config)
+    plan.targets()  # resolves every requested cell: unknown names and datasets fail here
+    _check_runs(config, plan)
+    return plan
+
+
+def _check_experiments(config: dict[str, Any], plan: Plan, decode_schema: dict) -> None:
+    """Every experiment's method exists; each implemented one's settings (and the defaults)
+    are its method's and the trainer's; then the runs it loads from."""
+    implemented = plan.implemented
     trainer_keys = {f.name for f in fields(TrainConfig)}
-    decode_schema = definitions["decode"]
     methods = set(implemented) | plan.catalogue.methods  # implemented, or named by the papers
     for name in config.get("experiments", {}):
         method = plan.experiments[name]["method"]
@@ -148,6 +158,13 @@ def check(config: dict[str, Any], schema_path: str | Path,
             defaults_checked.add(method)
     for name, where in warm_starts:  # once every experiment's settings are checked
         _check_parent_runs(plan, name, where)
+
+
+def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> None:
+    """Each dataset's overrides, distillation teacher, sources and back-translation; the
+    dataset map's targets."""
+    implemented = plan.implemented
+    trainer_keys = {f.name for f in fields(TrainConfig)}
     for dataset, spec in config["datasets"].items():
         if "detok_lang" in spec:
             _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
@@ -179,6 +196,10 @@ def check(config: dict[str, Any], schema_path: str | Path,
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
                              f"{dataset!r}")
+
+
+def _check_pretrained(config: dict[str, Any]) -> None:
+    """Pre-training settings, trimmed checkpoints and the datasets' checkpoint names."""
     for name, spec in config.get("pretraining", {}).items():
         where = f"config key 'pretraining.{name}"
         if config["datasets"].get(spec["dataset"], {}).get("kind") != "toyworld":
@@ -208,7 +229,11 @@ def check(config: dict[str, Any], schema_path: str | Path,
             except InputError as err:
                 raise InputError(f"config key 'datasets.{dataset}.checkpoints.{side}': "
                                  f"{err}") from None
-    plan.targets()  # resolves every requested cell: unknown names and datasets fail here
+
+
+def _check_runs(config: dict[str, Any], plan: Plan) -> None:
+    """Each run the requested tables need: its back-translation configured, and every
+    checkpoint and vocabulary it reads named by something the workflow can make."""
     for dataset, run in plan.runs():
         plan.back_translation(dataset, run)  # configured where a run asks for it
         vocabularies = {f"vocabulary ({side})": plan.vocabulary(dataset, run, side)[0]
@@ -220,7 +245,6 @@ def check(config: dict[str, Any], schema_path: str | Path,
                 checkpoint_dir(name, config.get("pretraining"))
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
-    return plan
 
 
 # What a reversed dataset does not take over from the one it reverses: how that one is made,

@@ -1,4 +1,4 @@
-"""BERT as a teacher (nmtbench/methods/bert_kd.py, nmtbench/training/soft_targets.py): the C-MLM
+"""BERT as a teacher (nmtbench/methods/bert_kd.py and bert_kd_soft_targets.py): the C-MLM
 objective masks only the target, the soft-target dump masks each target position once and stores
 what a forward pass gives, soft targets follow their pairs through length filtering, and the
 student's loss is Eq. 5 computed by hand."""
@@ -16,11 +16,12 @@ from transformers import BertTokenizer
 
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
+from nmtbench.evaluation.translate import load_run_model
+from nmtbench.methods import bert_kd_soft_targets as soft_targets
 from nmtbench.methods import get_method
 from nmtbench.methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS, joined
 from nmtbench.models.batches import ParallelData
 from nmtbench.models.contract import Batch
-from nmtbench.training import soft_targets
 from nmtbench.training.trainer import Trainer
 
 V = BERT_VOCAB
@@ -152,9 +153,10 @@ def dump(bert_dir: Path, tmp_path: Path, paths: dict[str, str],
             {**paths, "src_tokenizer": str(bert_dir), "tgt_tokenizer": str(bert_dir),
              "pretrained": {"bert": str(bert_dir)}}, device="cpu").run()
     out = tmp_path / "soft.safetensors"
-    summary = soft_targets.dump(run, paths["train_src"], paths["train_tgt"], paths["valid_src"],
-                                paths["valid_tgt"], out, top_k=8, info=tmp_path / "soft.json",
-                                device="cpu")
+    summary = soft_targets.dump(load_run_model(run, device="cpu"), run,
+                                (paths["train_src"], paths["train_tgt"]),
+                                (paths["valid_src"], paths["valid_tgt"]), out, top_k=8,
+                                info=tmp_path / "soft.json")
     assert json.loads((tmp_path / "soft.json").read_text()) == summary
     assert summary["pairs"] == 48 and 0 <= summary["valid_masked_accuracy"] <= 1
     assert summary["bytes_per_target_position"] > 8 * (4 + 2)  # int32 ids + float16 values

@@ -25,9 +25,9 @@ from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
 from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.fileio import read_lines
+from nmtbench.methods import bert_kd_soft_targets as soft_targets
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.mask_predict import mask_predict
-from nmtbench.training import soft_targets
 from nmtbench.training.trainer import Trainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -107,9 +107,9 @@ def test_soft_targets_dump_on_cuda_equals_the_cpu_dump(tmp_path):
     summaries = {}
     for device in ("cuda", "cpu"):
         summaries[device] = soft_targets.dump(
-            run, paths["train_src"], paths["train_tgt"], paths["valid_src"], paths["valid_tgt"],
-            tmp_path / f"{device}.safetensors", top_k=8, info=tmp_path / f"{device}.json",
-            device=device)
+            load_run_model(run, device=device), run, (paths["train_src"], paths["train_tgt"]),
+            (paths["valid_src"], paths["valid_tgt"]), tmp_path / f"{device}.safetensors",
+            top_k=8, info=tmp_path / f"{device}.json")
     assert summaries["cuda"]["pairs"] == summaries["cpu"]["pairs"]
     assert abs(summaries["cuda"]["valid_masked_accuracy"]
                - summaries["cpu"]["valid_masked_accuracy"]) < 0.05

@@ -512,6 +512,10 @@ def test_warm_start_reports_what_it_did_not_fill_and_refuses_other_shapes(name, 
     state[key] = torch.zeros(*state[key].shape[:-1], state[key].shape[-1] + 1)
     with pytest.raises(InputError, match=key.replace(".", r"\.")):
         model.warm_start(state)
+    # a checkpoint none of whose weights is one of this model's (another method's run)
+    other = {f"elsewhere.{key}": value for key, value in model.checkpoint_state().items()}
+    with pytest.raises(InputError, match=r"^init_from: none of the checkpoint's \d+ weights "):
+        model.warm_start(other)
 
 
 # --- the schema's view of each method (config/schema.yaml $defs.methods) --------------------

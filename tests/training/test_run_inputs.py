@@ -16,7 +16,10 @@ from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.models import checkpoints
 from nmtbench.models.batches import ParallelData
 from nmtbench.training.trainer import Trainer
+from nmtbench.workflow import run_inputs
+from nmtbench.workflow.config import check, load_config
 
+ROOT = Path(__file__).resolve().parents[2]
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
        "encoder_layers": 1, "decoder_layers": 1, "max_tokens": 800, "lr": 0.003,
        "warmup_updates": 5, "clip_norm": 1.0, "max_epochs": 1, "log_interval": 1, "seed": 3}
@@ -91,8 +94,37 @@ def test_a_resumed_run_does_not_warm_start_again(toy_paths, tmp_path):
 
 
 def test_an_unknown_run_input_is_an_input_error(toy_paths, tmp_path):
-    with pytest.raises(InputError, match="unknown run input 'teacher'"):
+    with pytest.raises(InputError, match="unknown run input 'teacher'; known: bt_src, bt_tgt, "
+                                         "init_from, soft_targets, train_tgt$"):
         Trainer(tmp_path / "run", CFG, {**toy_paths, "inputs": {"teacher": "x.pt"}}, "cpu")
+
+
+def test_a_model_without_side_data_refuses_soft_targets(toy_paths, tmp_path):
+    """A run input of a kind its model does not take is one line, not ignored."""
+    soft = tmp_path / "soft_targets.top8.safetensors"
+    soft.write_bytes(b"soft targets")
+    with pytest.raises(InputError, match=r"^run input 'soft_targets': this model "
+                                         r"\(EncoderDecoder\) takes no side data$"):
+        Trainer(tmp_path / "run", CFG, {**toy_paths, "inputs": {"soft_targets": str(soft)}},
+                "cpu")
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+def test_every_input_the_plan_gives_a_run_is_a_kind_the_trainer_takes(configfile):
+    """The plan resolves run inputs through the registered kinds, and the trainer groups a
+    run's inputs by the same kinds: each name the plan gives, a kind provides."""
+    files = ["config/config.yaml"] + ([configfile] if configfile != "config/config.yaml" else [])
+    config = load_config([ROOT / f for f in files])
+    plan = check(config, ROOT / "config" / "schema.yaml", ROOT / "papers")
+    given = 0
+    for dataset, run in plan.runs():
+        inputs = plan.run_inputs(dataset, run)
+        parents = plan.implemented[plan.experiments[run]["method"]].parent_runs
+        settings = plan.run_settings(dataset, run, 1)
+        grouped = run_inputs.by_kind({name: "x" for name in inputs}, parents, settings)
+        assert sorted(n for _, names in grouped for n in names) == sorted(inputs)
+        given += len(inputs)
+    assert given  # the configs give runs inputs of several kinds
 
 
 # --- side data by line number --------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""A C-MLM teacher's soft targets of a training set (Chen et al. 2020,
-`nmtbench/methods/bert_kd.py`): for every pair and every position of `y [SEP]`, the teacher's top-K
-log-probs with that position masked, computed once and read by every student.
+"""BERT-KD's soft targets (Chen et al. 2020, `nmtbench/methods/bert_kd.py`): a C-MLM teacher's
+distributions over a training set, written once by the teacher (`dump`, the `soft-targets`
+command) and attached to the training pairs of every student (`load`): for every pair and
+every position of `y [SEP]`, the teacher's top-K log-probs with that position masked.
 
 Each position is masked exactly once: a pair with a target of n positions is copied
 c = min(copies, n) times and copy r masks the positions j with j mod c = r, so one forward
@@ -31,6 +32,7 @@ from nmtbench.models.batches import ParallelData
 log = logging.getLogger(__name__)
 
 COPIES = 7  # masked copies of a pair per forward pass (the authors' num_samples)
+SOFT_IDS, SOFT_LOGPROBS = "soft_ids", "soft_logprobs"  # the batch extras of soft targets
 
 
 def vocab_digest(tokenizer: Any) -> str:
@@ -86,17 +88,17 @@ def teacher_topk(model: Any, data: ParallelData, top_k: int, max_tokens: int,
     return ids, lprobs
 
 
-def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
-         valid_src: str | Path, valid_tgt: str | Path, out: str | Path, top_k: int,
-         info: str | Path | None = None, max_tokens: int = 4096,
-         device: str = "auto") -> dict[str, Any]:
-    """Write the teacher's top-K soft targets of every training pair to `out` (safetensors),
-    and a summary (size, time, the teacher's masked-token accuracy on valid) to `info`."""
+def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
+         train: tuple[str | Path, str | Path], valid: tuple[str | Path, str | Path],
+         out: str | Path, top_k: int, info: str | Path | None = None,
+         max_tokens: int = 4096) -> dict[str, Any]:
+    """Write the top-K soft targets of every training pair (`train`: source and target
+    files) of the teacher run in `run_dir` (`teacher`: its model, tokenizers and config, as
+    `nmtbench.evaluation.translate.load_run_model` loads them) to `out` (safetensors), and a
+    summary (size, time, the teacher's masked-token accuracy on `valid`) to `info`."""
     from safetensors.torch import save_file
 
-    from nmtbench.evaluation.translate import load_run_model
-
-    model, src_tok, tgt_tok, cfg = load_run_model(run_dir, device=device)
+    model, src_tok, tgt_tok, cfg = teacher
     if getattr(model, "decoding", None) != "none" or not hasattr(model, "predict"):
         raise InputError(f"{run_dir}: not a teacher run (method {cfg.get('method')!r}; soft "
                          "targets come from a bert-kd-teacher run)")
@@ -105,8 +107,8 @@ def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
     start = time.perf_counter()
     # a left-to-right teacher sees the masks left of a position: one masked position a copy
     copies = COPIES if model.settings.objective == "cmlm" else model.max_length
-    train = ParallelData.load(train_src, train_tgt, src_tok, tgt_tok, src_bos=True)
-    ids, lprobs = teacher_topk(model, train, top_k, max_tokens, copies,
+    train_data = ParallelData.load(*train, src_tok, tgt_tok, src_bos=True)
+    ids, lprobs = teacher_topk(model, train_data, top_k, max_tokens, copies,
                                desc=f"soft targets {out}")
     seconds = time.perf_counter() - start
     lengths = torch.tensor([len(t) for t in ids])
@@ -116,26 +118,26 @@ def dump(run_dir: str | Path, train_src: str | Path, train_tgt: str | Path,
                 "vocab_digest": vocab_digest(tgt_tok), "teacher": str(run_dir)}
     with atomic_path(out) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
-    valid = ParallelData.load(valid_src, valid_tgt, src_tok, tgt_tok, src_bos=True)
-    valid_ids, _ = teacher_topk(model, valid, 1, max_tokens, copies,
+    valid_data = ParallelData.load(*valid, src_tok, tgt_tok, src_bos=True)
+    valid_ids, _ = teacher_topk(model, valid_data, 1, max_tokens, copies,
                                 desc="teacher accuracy (valid)")
     hits = sum(int((p[:, 0] == torch.tensor(t[1:])).sum()) for p, t in zip(valid_ids,
-                                                                            valid.tgt,
+                                                                            valid_data.tgt,
                                                                             strict=True))
     positions = int(lengths.sum())
-    summary = {"pairs": len(train), "target_positions": positions, "top_k": top_k,
+    summary = {"pairs": len(train_data), "target_positions": positions, "top_k": top_k,
                "bytes": Path(out).stat().st_size,
                "bytes_per_target_position": Path(out).stat().st_size / max(positions, 1),
                "seconds": round(seconds, 2),
-               "seconds_per_1000_pairs": round(1000 * seconds / max(len(train), 1), 3),
-               "valid_masked_accuracy": hits / max(sum(len(t) - 1 for t in valid.tgt), 1),
-               "valid_positions": sum(len(t) - 1 for t in valid.tgt),
+               "seconds_per_1000_pairs": round(1000 * seconds / max(len(train_data), 1), 3),
+               "valid_masked_accuracy": hits / max(sum(len(t) - 1 for t in valid_data.tgt), 1),
+               "valid_positions": sum(len(t) - 1 for t in valid_data.tgt),
                "teacher": str(run_dir), "method": cfg.get("method"),
                "objective": cfg.get("objective", "cmlm")}
     if info is not None:
         write_json(info, summary)
     log.info("soft targets of %d pairs (%d positions, top %d): %.1f bytes a position, %.1f s "
-             "per 1000 pairs; teacher's masked-token accuracy on valid %.1f%%", len(train),
+             "per 1000 pairs; teacher's masked-token accuracy on valid %.1f%%", len(train_data),
              positions, top_k, summary["bytes_per_target_position"],
              summary["seconds_per_1000_pairs"], 100 * summary["valid_masked_accuracy"])
     return summary
@@ -146,8 +148,6 @@ def load(path: str | Path, data: ParallelData, tokenizer: Any, top_k: int) -> No
     and `soft_logprobs`, by line number): refused, one line, when made in another vocabulary,
     with fewer than `top_k` candidates, or for other targets than `data`'s."""
     from safetensors import SafetensorError, safe_open
-
-    from nmtbench.methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS
 
     try:
         with safe_open(str(path), framework="pt") as f:
