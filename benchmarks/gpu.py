@@ -193,11 +193,10 @@ def decoder(model: Model, device: torch.device):
     def decode(src: torch.Tensor) -> list[list[int]]:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
             if model.decoding == "beam":
-                return beam_search(fixed, src.to(device), beam=BEAM, bos=v.bos, eos=v.eos,
-                                   pad=v.pad, max_len_a=0, max_len_b=OUTPUT)
+                return beam_search(fixed, src.to(device), beam=BEAM, vocab=v, max_len_a=0,
+                                   max_len_b=OUTPUT)
             return mask_predict(fixed, src.to(device), length_beam=LENGTHS,
-                                iterations=ITERATIONS, bos=v.bos, eos=v.eos, pad=v.pad,
-                                mask=v.mask)
+                                iterations=ITERATIONS, vocab=v)
     return fixed, decode
 
 

@@ -137,8 +137,7 @@ def decoders(model, hf, ct2, src_tok, tgt_tok):
     tgt_ids = tgt_tok.convert_tokens_to_ids
 
     def ours(rows):
-        return beam_search(model, padded(rows, v.pad), beam=BEAM, bos=v.bos, eos=v.eos,
-                           pad=v.pad)
+        return beam_search(model, padded(rows, v.pad), beam=BEAM, vocab=v)
 
     def hugging_face(rows):
         src = padded(rows, v.pad)
@@ -280,7 +279,7 @@ def main() -> None:
 
     def predict(rows):
         return mask_predict(nat_model, padded(rows, v.pad), length_beam=LENGTHS,
-                            iterations=ITERATIONS, bos=v.bos, eos=v.eos, pad=v.pad, mask=v.mask)
+                            iterations=ITERATIONS, vocab=v)
 
     nat = decode_speeds({"mask-predict": predict, "beam": decoders(model, hf, None, src_tok,
                                                                    tgt_tok)["ours"]},

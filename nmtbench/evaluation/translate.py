@@ -138,13 +138,13 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     s = DecodeSettings.from_dict(settings)
     if model.decoding == "beam":
         def search(src: torch.Tensor) -> list[list[int]]:
-            return beam_search(model, src, beam=s.beam, bos=vocab.bos, eos=vocab.eos,
-                               pad=vocab.pad, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
-                               lenpen=s.lenpen, lenpen_form=s.lenpen_form)
+            return beam_search(model, src, vocab=vocab, beam=s.beam, max_len_a=s.max_len_a,
+                               max_len_b=s.max_len_b, lenpen=s.lenpen,
+                               lenpen_form=s.lenpen_form)
     elif model.decoding == "mask_predict":
         def search(src: torch.Tensor) -> list[list[int]]:
             return mask_predict(model, src, length_beam=s.length_beam, iterations=s.iterations,
-                                bos=vocab.bos, eos=vocab.eos, pad=vocab.pad, mask=vocab.mask)
+                                vocab=vocab)
     else:
         raise InputError(f"method decodes with {model.decoding!r}, which is not available")
     encoded = encode_sources(src_tok, lines, model.source_bos)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from nmtbench.data.tokenization import Vocab
 from nmtbench.models.contract import Autoregressive, evaluating, without_grad
 
 LENPEN_FORMS = ("fairseq", "gnmt")
@@ -35,10 +36,11 @@ def length_penalty(length: int, lenpen: float, form: str) -> float:
     return length ** lenpen if form == "fairseq" else ((5 + length) / 6) ** lenpen
 
 
-def beam_search(model: Autoregressive, src: torch.Tensor, *, beam: int, bos: int, eos: int,
-                pad: int, max_len_a: float = 1.2, max_len_b: int = 10, lenpen: float = 1.0,
+def beam_search(model: Autoregressive, src: torch.Tensor, *, vocab: Vocab, beam: int,
+                max_len_a: float = 1.2, max_len_b: int = 10, lenpen: float = 1.0,
                 lenpen_form: str = "fairseq") -> list[list[int]]:
-    """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S).
+    """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S), in the
+    target `vocab` (its BOS starts, its EOS ends; its pad fills short source rows).
 
     beam=1 is greedy decoding. The model is put in eval mode for the search and restored after.
     """
@@ -47,12 +49,12 @@ def beam_search(model: Autoregressive, src: torch.Tensor, *, beam: int, bos: int
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
     with evaluating(model), without_grad(src.device):
-        return _search(model, src, beam, bos, eos, pad, max_len_a, max_len_b, lenpen,
-                       lenpen_form)
+        return _search(model, src, beam, vocab, max_len_a, max_len_b, lenpen, lenpen_form)
 
 
-def _search(model: Autoregressive, src: torch.Tensor, K: int, bos: int, eos: int, pad: int,
-            max_len_a: float, max_len_b: int, lenpen: float, form: str) -> list[list[int]]:
+def _search(model: Autoregressive, src: torch.Tensor, K: int, vocab: Vocab, max_len_a: float,
+            max_len_b: int, lenpen: float, form: str) -> list[list[int]]:
+    bos, eos, pad = vocab.bos, vocab.eos, vocab.pad
     B, device = src.size(0), src.device
     max_lens = [int(max_len_a * n + max_len_b) for n in (src != pad).sum(1).tolist()]
     cap = getattr(model, "max_positions", None)

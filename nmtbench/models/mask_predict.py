@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import torch
 
+from nmtbench.data.tokenization import Vocab
 from nmtbench.models.contract import Parallel, evaluating, without_grad
 
 
-def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterations: int,
-                 bos: int, eos: int, pad: int, mask: int) -> list[list[int]]:
-    """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S).
+def mask_predict(model: Parallel, src: torch.Tensor, *, vocab: Vocab, length_beam: int,
+                 iterations: int) -> list[list[int]]:
+    """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S), in the
+    target `vocab` (its BOS, EOS, pad and mask).
 
     The model is put in eval mode for the search and restored after.
     """
@@ -36,11 +38,12 @@ def mask_predict(model: Parallel, src: torch.Tensor, *, length_beam: int, iterat
         raise ValueError(f"length_beam and iterations must be >= 1, got {length_beam}, "
                          f"{iterations}")
     with evaluating(model), without_grad(src.device):
-        return _decode(model, src, length_beam, iterations, bos, eos, pad, mask)
+        return _decode(model, src, length_beam, iterations, vocab)
 
 
-def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, bos: int, eos: int, pad: int,
-            mask: int) -> list[list[int]]:
+def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, vocab: Vocab
+            ) -> list[list[int]]:
+    bos, eos, pad, mask = vocab.bos, vocab.eos, vocab.pad, vocab.mask
     B, device = src.size(0), src.device
     state = model.encode(src)
     length_lprobs = state["length_lprobs"].float().clone()  # (B, L)

@@ -62,7 +62,7 @@ def test_generate_returns_our_beam_search(exported, toy_paths):
     for ids in encode_sources(src_tok, lines, bos=False):
         src = torch.tensor([ids])
         cap = int(1.2 * len(ids) + 10)
-        mine = beam_search(ours, src, beam=5, bos=v.bos, eos=v.eos, pad=v.pad, lenpen=1.0)[0]
+        mine = beam_search(ours, src, beam=5, vocab=v, lenpen=1.0)[0]
         if len(mine) == cap:
             continue
         generated = hf.generate(input_ids=src, num_beams=5, early_stopping=True,
@@ -117,7 +117,7 @@ def test_ctranslate2_conversion_translates_as_we_do(exported, toy_paths, tmp_pat
     same = compared = 0
     for ids in encode_sources(src_tok, read_lines(toy_paths["valid_src"]), bos=False):
         cap = int(1.2 * len(ids) + 10)
-        mine = beam_search(ours, torch.tensor([ids]), beam=5, bos=v.bos, eos=v.eos, pad=v.pad,
+        mine = beam_search(ours, torch.tensor([ids]), beam=5, vocab=v,
                            lenpen=1.0)[0]
         if len(mine) == cap:
             continue

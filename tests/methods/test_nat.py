@@ -93,7 +93,7 @@ def test_mask_predict_remasks_the_least_probable_tokens_and_stops_when_unchanged
     ]
     model = Scripted(lengths_first(4), script)
     out = mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=1, iterations=4,
-                       bos=B, eos=E, pad=V.pad, mask=M)
+                       vocab=V)
     # n = |y| (T - t) / T re-masked: 3 at t=1 (the 0.2, 0.3 and 0.8 tokens), 2 at t=2
     assert [c.tolist() for c in model.calls] == [
         [[B, M, M, M, M, E]],
@@ -106,8 +106,7 @@ def test_mask_predict_remasks_the_least_probable_tokens_and_stops_when_unchanged
 def test_mask_predict_runs_at_most_t_iterations():
     changing = [{1: (5 + i % 2, 0.5), 2: (6, 0.5)} for i in range(6)]
     model = Scripted(lengths_first(2), changing)
-    mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=1, iterations=3, bos=B, eos=E,
-                 pad=V.pad, mask=M)
+    mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=1, iterations=3, vocab=V)
     assert len(model.calls) == 3
 
 
@@ -122,8 +121,7 @@ def test_mask_predict_picks_the_candidate_with_the_best_average_log_prob():
         return lprobs if positions is None else lprobs[positions]
 
     model.predict = with_length_3_better
-    out = mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=2, iterations=1, bos=B,
-                       eos=E, pad=V.pad, mask=M)
+    out = mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=2, iterations=1, vocab=V)
     assert model.calls[0].shape == (2, 5)  # both candidates in one batch, padded to length 3
     assert out == [[5, 6, 7]]
 
@@ -132,7 +130,7 @@ def test_mask_predict_batches_sentences_of_different_lengths():
     lp = torch.cat([lengths_first(1), lengths_first(3)])
     model = Scripted(lp, [{1: (5, 0.9), 2: (6, 0.9), 3: (7, 0.9)}])
     out = mask_predict(model, torch.tensor([[2, 5, 3], [2, 6, 3]]), length_beam=1,
-                       iterations=2, bos=B, eos=E, pad=V.pad, mask=M)
+                       iterations=2, vocab=V)
     assert out == [[5], [5, 6, 7]]
     assert model.calls[0].tolist() == [[B, M, E, 0, 0], [B, M, M, M, E]]
     assert len(model.calls) == 2  # unchanged after the second iteration: both stop
@@ -172,8 +170,7 @@ def test_cmlm_loss_counts_only_masked_tokens_and_decodes():
     assert 2 <= losses.ntokens <= 6  # one to |y| per sentence
     loss.backward()
     assert model.encoder.embed_lengths.weight.grad is not None
-    out = mask_predict(model, batch().src, length_beam=2, iterations=3, bos=B, eos=E,
-                       pad=V.pad, mask=M)
+    out = mask_predict(model, batch().src, length_beam=2, iterations=3, vocab=V)
     assert len(out) == 2 and all(1 <= len(h) <= model.max_length for h in out)
     assert model.training  # restored
 

@@ -87,7 +87,7 @@ def test_incremental_decoding_matches_full_forward(pre_norm: bool) -> None:
 def test_greedy_search_equals_argmax_of_full_forward() -> None:
     model = small_model(seed=1)
     src = random_ids(SRC, 1, 4)
-    out = beam_search(model, src, beam=1, bos=TGT.bos, eos=TGT.eos, pad=TGT.pad,
+    out = beam_search(model, src, beam=1, vocab=TGT,
                       max_len_a=1.0, max_len_b=3)
     # The same decision rule recomputed without any cache: BOS and pad banned, EOS ends it.
     prefix = [TGT.bos]
@@ -104,7 +104,7 @@ def test_greedy_search_equals_argmax_of_full_forward() -> None:
 def test_beam_search_runs_in_eval_mode_and_restores_training() -> None:
     model = small_model(dropout=0.5).train()
     src = random_ids(SRC, 2, 5)
-    kw = {"beam": 3, "bos": TGT.bos, "eos": TGT.eos, "pad": TGT.pad}
+    kw = {"beam": 3, "vocab": TGT}
     assert beam_search(model, src, **kw) == beam_search(model, src, **kw)
     assert model.training
 
@@ -284,5 +284,5 @@ def test_overfits_a_copy_task() -> None:
     assert nlls[-1] < 0.01
     # greedy: a sentence stops once `beam` hypotheses have finished (fairseq's rule, see
     # nmtbench.models.beam_search), which low-scoring ones can do before this very sure model's copy
-    out = beam_search(model, batch.src, beam=1, bos=vocab.bos, eos=vocab.eos, pad=vocab.pad)
+    out = beam_search(model, batch.src, beam=1, vocab=vocab)
     assert out == seqs

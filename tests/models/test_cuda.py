@@ -60,11 +60,10 @@ def test_every_method_trains_and_decodes_in_bf16_on_cuda(name, variant, tiny_ber
     v = BERT_VOCAB
     with bf16():
         if model.decoding == "beam":
-            hyps = beam_search(model, batch.src, beam=2, bos=v.bos, eos=v.eos, pad=v.pad,
+            hyps = beam_search(model, batch.src, beam=2, vocab=v,
                                max_len_a=1.0, max_len_b=3)
         elif model.decoding == "mask_predict":
-            hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, bos=v.bos,
-                                eos=v.eos, pad=v.pad, mask=v.mask)
+            hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, vocab=v)
         else:  # a teacher: no decoding of its own
             return
     assert len(hyps) == 3 and all(t not in (v.pad, v.bos, v.eos) for h in hyps for t in h)

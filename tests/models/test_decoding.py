@@ -4,15 +4,18 @@ Token ids: PAD 0, BOS 1, EOS 2, A 3, B 4. A source row's first id picks the tabl
 state is the prefix fed so far, so every score below can be checked by hand.
 """
 
+import dataclasses
 import math
 from typing import Any
 
 import torch
 
+from nmtbench.data.tokenization import Vocab
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.contract import Model
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
+VOCAB = Vocab(size=7, pad=PAD, bos=BOS, eos=EOS, unk=5, mask=6)  # unk, mask: unused here
 V = 5
 Table = dict[tuple[int, ...] | str, dict[int, float]]  # prefix (no BOS) -> probs; "*" = default
 
@@ -81,7 +84,7 @@ class TableModel(Model):
 
 
 def search(src: list[list[int]], **kw: Any) -> list[list[int]]:
-    return beam_search(TableModel(), torch.tensor(src), bos=BOS, eos=EOS, pad=PAD, **kw)
+    return beam_search(TableModel(), torch.tensor(src), vocab=VOCAB, **kw)
 
 
 def test_beam_finds_what_greedy_misses() -> None:
@@ -100,14 +103,14 @@ def test_length_penalty_chooses_between_short_and_long() -> None:
 def test_a_bos_that_is_also_the_eos_ends_the_hypothesis() -> None:
     """GPT-2's <|endoftext|> starts the target and ends it: BOS is never generated, except
     when it is the EOS."""
-    assert beam_search(TableModel(), torch.tensor([[10]]), beam=2, bos=EOS, eos=EOS,
-                       pad=PAD) == [[B]]
+    assert beam_search(TableModel(), torch.tensor([[10]]), beam=2,
+                       vocab=dataclasses.replace(VOCAB, bos=EOS)) == [[B]]
 
 
 def test_batch_gives_each_sentence_its_own_answer() -> None:
     model = TableModel()
     src = torch.tensor([[10, PAD], [11, PAD]])
-    out = beam_search(model, src, beam=2, bos=BOS, eos=EOS, pad=PAD, lenpen=1.0)
+    out = beam_search(model, src, beam=2, vocab=VOCAB, lenpen=1.0)
     assert out == [[B], [B, B, B]]
     # Sentence 0 is done after step 2 and leaves the batch: 2 sentences x 2 beams, then 1 x 2.
     assert model.batch_sizes == [4, 4, 2, 2]
@@ -123,7 +126,7 @@ def test_max_length_per_sentence_counts_non_pad_source_tokens() -> None:
 def test_max_positions_caps_length() -> None:
     model = TableModel()
     model.max_positions = 3  # BOS + 2 tokens fill the positions; EOS is predicted at the last
-    out = beam_search(model, torch.tensor([[12]]), beam=1, bos=BOS, eos=EOS, pad=PAD)
+    out = beam_search(model, torch.tensor([[12]]), beam=1, vocab=VOCAB)
     assert out == [[A, A]]
 
 
@@ -169,11 +172,11 @@ def test_a_bf16_search_casts_each_weight_once_not_at_every_step() -> None:
     torch.manual_seed(0)
     at = get_method("transformer").build({"method": "transformer", **small}, v, v)
     casts, steps = weight_casts(lambda: beam_search(
-        at, src, beam=2, bos=v.bos, eos=v.eos, pad=v.pad, max_len_a=0, max_len_b=6), at,
+        at, src, beam=2, vocab=v, max_len_a=0, max_len_b=6), at,
         (v.size, 16))
     assert steps >= 3 and casts == 1, (steps, casts)  # the output projection, cast once
     nat = get_method("cmlm").build({"method": "cmlm", "decoding": "nat", **small}, v, v)
     casts, iterations = weight_casts(lambda: mask_predict(
-        nat, src, length_beam=2, iterations=4, bos=v.bos, eos=v.eos, pad=v.pad, mask=v.mask),
+        nat, src, length_beam=2, iterations=4, vocab=v),
         nat, (v.size, 16))
     assert iterations >= 2 and casts == 1, (iterations, casts)

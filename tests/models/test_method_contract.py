@@ -432,7 +432,7 @@ def test_decoding_hooks(name, variant, tiny_berts):
             for t in range(split, batch.tgt_in.size(1)):
                 torch.testing.assert_close(model.decode_step(batch.tgt_in[order, t], state),
                                            full[:, t], rtol=0, atol=1e-5)
-            hyps = beam_search(model, batch.src, beam=2, bos=v.bos, eos=v.eos, pad=v.pad,
+            hyps = beam_search(model, batch.src, beam=2, vocab=v,
                                max_len_a=1.0, max_len_b=3)
         elif model.decoding == "none":  # no decoding: each pair's predictions are its own
             lprobs = model.predict(batch.src, batch.tgt_out)
@@ -447,8 +447,7 @@ def test_decoding_hooks(name, variant, tiny_berts):
             lprobs = model.predict(tokens, state)
             reordered = model.predict(tokens[order], model.reorder_state(state, order))
             torch.testing.assert_close(reordered, lprobs[order], rtol=0, atol=1e-5)
-            hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, bos=v.bos,
-                                eos=v.eos, pad=v.pad, mask=v.mask)
+            hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, vocab=v)
             assert all(1 <= len(h) <= model.max_length for h in hyps)
     assert len(hyps) == 3
     assert all(t not in (v.pad, v.bos, v.eos) for h in hyps for t in h)
