@@ -500,28 +500,7 @@ class DeepFusion(Method):
               ) -> DeepFusionModel | DeepFusionCMLM:
         s = cls.read_settings(cfg)
         _check(s)
-        source = (pretrained or {}).get("src_bert", s.src_bert)
-        # our own layer loop passes boolean masks, which the sdpa attention takes as they are
-        mlm = load_model(source, weights=weights and s.ptm_pretrained, masked_lm=True,
-                         attn_implementation="sdpa")
-        if getattr(mlm, "bert", None) is None:
-            raise InputError(f"deep-fusion src_bert {s.src_bert!r}: a BERT is needed (its "
-                             f"model type is {mlm.config.model_type!r})")
-        check_vocab(src_vocab.size, mlm, "source")
-        if s.ptm_pretrained:
-            mark_pretrained(mlm)
-        # the PTM trains when a task may move it; its masked-LM head only with the MLM task
-        ptm_moved = not s.partitioned or bool(set(s.losses) & {"twp", "tsp", "mlm"})
-        mlm.requires_grad_(ptm_moved and not s.freeze_ptm)
-        if "mlm" not in s.losses:
-            head = mlm.cls.predictions  # its output layer is the (tied) word embeddings
-            head.transform.requires_grad_(False)
-            head.bias.requires_grad_(False)
-        depth = mlm.config.num_hidden_layers
-        if depth % s.group_size or depth // s.group_size != s.decoder_layers:
-            raise InputError(f"deep-fusion group_size {s.group_size} and decoder_layers "
-                             f"{s.decoder_layers}: the PTM's {depth} layers must make exactly "
-                             "one group of group_size layers per decoder layer")
+        mlm, ptm_moved = _load_ptm(s, src_vocab, pretrained, weights)
         arch = s.architecture
         dec_ptm = None
         if s.decoder_init:  # the decoder takes its shape from the pre-trained model
@@ -560,6 +539,35 @@ class DeepFusion(Method):
                                        source_bos=True)  # the BERT reads [CLS] x [SEP]
         model.add_task_heads()
         return model
+
+
+def _load_ptm(s: DeepFusionSettings, src_vocab: Vocab, pretrained: Mapping[str, Any] | None,
+              weights: bool) -> tuple[nn.Module, bool]:
+    """The PTM with its masked-LM head, trainable as the tasks and settings say, and whether
+    a task may move it; its depth must make one group of layers per decoder layer."""
+    source = (pretrained or {}).get("src_bert", s.src_bert)
+    # our own layer loop passes boolean masks, which the sdpa attention takes as they are
+    mlm = load_model(source, weights=weights and s.ptm_pretrained, masked_lm=True,
+                     attn_implementation="sdpa")
+    if getattr(mlm, "bert", None) is None:
+        raise InputError(f"deep-fusion src_bert {s.src_bert!r}: a BERT is needed (its "
+                         f"model type is {mlm.config.model_type!r})")
+    check_vocab(src_vocab.size, mlm, "source")
+    if s.ptm_pretrained:
+        mark_pretrained(mlm)
+    # the PTM trains when a task may move it; its masked-LM head only with the MLM task
+    ptm_moved = not s.partitioned or bool(set(s.losses) & {"twp", "tsp", "mlm"})
+    mlm.requires_grad_(ptm_moved and not s.freeze_ptm)
+    if "mlm" not in s.losses:
+        head = mlm.cls.predictions  # its output layer is the (tied) word embeddings
+        head.transform.requires_grad_(False)
+        head.bias.requires_grad_(False)
+    depth = mlm.config.num_hidden_layers
+    if depth % s.group_size or depth // s.group_size != s.decoder_layers:
+        raise InputError(f"deep-fusion group_size {s.group_size} and decoder_layers "
+                         f"{s.decoder_layers}: the PTM's {depth} layers must make exactly "
+                         "one group of group_size layers per decoder layer")
+    return mlm, ptm_moved
 
 
 def _check(s: DeepFusionSettings) -> None:

@@ -140,6 +140,24 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     lines = [f"## {table.name}", "",
              f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
              table.caption, "", _markdown(pd.DataFrame(rows)), ""]
+    notes = _table_notes(plan, table, comparable, shared, len(merged), unlearned)
+    lines += [f"- {n}" for n in notes]
+    if not all(comparable.values()) and any(v is not None for row in table.rows
+                                            for v in row.reported.values()):
+        reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
+                                       for col in table.columns}} for row in table.rows]
+        lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",
+                  _markdown(pd.DataFrame(reported))]
+    notes = [f"{row.label}: {row.note}" for row in table.rows if row.note]
+    if notes:
+        lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
+    return lines
+
+
+def _table_notes(plan: Plan, table: Table, comparable: dict[tuple[int, int], bool],
+                 shared: dict[str, list[str]], groups: int, unlearned: list[str]) -> list[str]:
+    """The notes under a table: significance marks, seeds, columns on other data, shared
+    runs, joined columns, runs that did not learn."""
     notes = []
     scores = ", ".join(dict.fromkeys(
         "BLEU" if METRICS[c.metric].significance == "bleu" else "the column's ROUGE F1"
@@ -156,21 +174,11 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
     for run, members in sorted(shared.items()):
         notes.append(f"Run {run} trains {', '.join(members)}: their settings are identical on "
                      "this dataset.")
-    if len(merged) < len(table.columns):
+    if groups < len(table.columns):
         notes.append("Columns joined by / are one measurement: on this data their runs, "
                      "decoding and split are the same.")
     notes += [f"{UNLEARNED} did not learn: {n}" for n in unlearned]
-    lines += [f"- {n}" for n in notes]
-    if not all(comparable.values()) and any(v is not None for row in table.rows
-                                            for v in row.reported.values()):
-        reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
-                                       for col in table.columns}} for row in table.rows]
-        lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",
-                  _markdown(pd.DataFrame(reported))]
-    notes = [f"{row.label}: {row.note}" for row in table.rows if row.note]
-    if notes:
-        lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
-    return lines
+    return notes
 
 
 def _cell_text(plan: Plan, results: Results, table: Table, column: int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -77,3 +78,31 @@ class LossOf(torch.nn.Module):
 
     def forward(self, batch, progress):
         return self.method.loss(batch, progress)
+
+
+def synced(model: torch.nn.Module, world: World, device: torch.device,
+           seed: int) -> torch.nn.parallel.DistributedDataParallel | None:
+    """The model wrapped for data-parallel training when there are several processes (each
+    then draws its own dropout from seed + rank); None for one."""
+    if world.size == 1:
+        return None
+    wrapped = torch.nn.parallel.DistributedDataParallel(
+        LossOf(model), device_ids=[device.index] if device.type == "cuda" else None,
+        find_unused_parameters=True)  # e.g. a fine-tuned BERT's unused pooler
+    torch.manual_seed(seed + world.rank)
+    return wrapped
+
+
+def rng_state() -> dict[str, Any]:
+    """The random generators a checkpoint keeps (this process's: rank 0 saves)."""
+    return {"rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def restore_rng(state: dict[str, Any], world: World, seed: int, step: int) -> None:
+    """The generators of a resumed run; other processes than rank 0 draw their own again."""
+    torch.set_rng_state(state["rng"])
+    if state["cuda_rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    if world.size > 1:  # the checkpoint holds rank 0's generator only
+        torch.manual_seed(seed + world.rank + 1_000_003 * step)

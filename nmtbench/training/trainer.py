@@ -28,8 +28,7 @@ import json
 import logging
 import math
 import time
-from collections import defaultdict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +37,31 @@ from tqdm import tqdm
 
 from nmtbench import provenance
 from nmtbench.data.tokenization import load_tokenizer, vocab_of
-from nmtbench.devices import autocast, resolve_device
+from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError, retrain
-from nmtbench.fileio import read_jsonl, write_json, write_lines
+from nmtbench.fileio import write_json
 from nmtbench.methods import get_method
 from nmtbench.models import checkpoints
-from nmtbench.models.contract import Model, Progress, adamw
+from nmtbench.models.contract import Model, adamw
 from nmtbench.training import distributed
-from nmtbench.training.run_lock import hold, remove_unfinished_saves
+from nmtbench.training.run_files import RunFiles, hold
 from nmtbench.training.training_data import TrainingData
+from nmtbench.training.update import Diverged, Updater
 from nmtbench.training.validation import valid_bleu, validation_loss
 from nmtbench.workflow import run_inputs
-from nmtbench.workflow.train_settings import TrainConfig, learning_rate, resumable
+from nmtbench.workflow.train_settings import TrainConfig
 
 log = logging.getLogger(__name__)
 
-LOSS_EMA_DECAY = 0.99  # the running loss level the divergence rule compares with: ~100 updates
 
 class Trainer:
+    """Trains one run in `run_dir` with `cfg` (the resolved experiment config) on `paths`
+    (corpora, tokenizers, pre-trained checkpoints, run inputs), or resumes it."""
+
     def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: dict[str, str],
                  device: str = "auto"):
         self.run_dir = Path(run_dir)
-        self.ckpt_dir = self.run_dir / "checkpoints"
-        self.log_path = self.run_dir / "train_log.jsonl"
-        self.cfg = cfg
-        self.paths = paths
+        self.cfg, self.paths = cfg, paths
         # other runs' outputs it trains with (`--input NAME=PATH`), by kind
         self.method = get_method(cfg["method"])
         self.input_kinds = run_inputs.by_kind(paths.get("inputs", {}),
@@ -71,6 +70,8 @@ class Trainer:
         self.inputs_digest = provenance.input_digests(paths)  # a resume must read the same
         requested = resolve_device(device)
         self.world = distributed.join(requested)
+        self.files = RunFiles(self.run_dir, self.world.is_main)
+        self.ckpt_dir = self.files.ckpt_dir
         self.device = self.world.device(requested)
         self.src_tok = load_tokenizer(paths["src_tokenizer"])
         self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
@@ -82,24 +83,18 @@ class Trainer:
         for kind, given in self.input_kinds:
             kind.load_data(data, given)
         self.train_data, self.valid_data = data.train, data.valid
-        self.synced = None  # the DistributedDataParallel wrapper when there are several processes
-        if self.world.size > 1:
-            self.synced = torch.nn.parallel.DistributedDataParallel(
-                distributed.LossOf(self.model),
-                device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=True)  # e.g. a fine-tuned BERT's unused pooler
-            torch.manual_seed(self.tc.seed + self.world.rank)  # each process its own dropout
+        # the DistributedDataParallel wrapper when there are several processes (else None)
+        self.synced = distributed.synced(self.model, self.world, self.device, self.tc.seed)
         self.groups = self.model.param_groups()
         self.optimizer = adamw(self.groups, self.tc.weight_decay, lr=self.tc.lr,
                                betas=self.tc.adam_betas, eps=self.tc.adam_eps)
         self.per_update = self.world.size * self.tc.update_freq
         self.total_updates = self.tc.max_updates or self.tc.max_epochs * math.ceil(
             len(self._batches()) / self.per_update)
+        self.updater = Updater(self.model, self.synced, self.groups, self.optimizer, self.world,
+                               self.device, self.tc, self.total_updates)
         self.step, self.epoch, self.offset = 0, 1, 0  # offset: batches done in current epoch
-        self.best_valid = math.inf
-        self.epochs_without_improvement = 0
-        self.seconds = 0.0
-        self.loss_ema: float | None = None  # running level of the training loss
+        self.best_valid, self.epochs_without_improvement, self.seconds = math.inf, 0, 0.0
         self.saved_step: int | None = None  # the update `last.pt` holds (None: none saved yet)
 
     # --- checkpoint state --------------------------------------------------------------------
@@ -109,122 +104,35 @@ class Trainer:
                 "world_size": self.world.size,
                 "best_valid": self.best_valid, "seconds": self.seconds,
                 "epochs_without_improvement": self.epochs_without_improvement,
-                "loss_ema": self.loss_ema, "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                "loss_ema": self.updater.loss_ema, **distributed.rng_state(),
                 "config": json.dumps(self.cfg, sort_keys=True), "inputs": self.inputs_digest}
 
     def _resume(self) -> None:
-        state = self._load_last()
-        if resumable(json.loads(state["config"])) != resumable(self.cfg):
-            raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained with another config; "
-                             f"{retrain(self.run_dir)}")
-        if stale := provenance.changed(state["inputs"], self.inputs_digest):
-            raise InputError(f"{self.ckpt_dir / 'last.pt'} was trained on other inputs "
-                             f"({', '.join(stale)} changed); {retrain(self.run_dir)}")
-        if state.get("world_size", 1) != self.world.size:
-            log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
-                        "changes", self.ckpt_dir / "last.pt", state.get("world_size", 1),
-                        self.world.size)
+        state = self.files.load_last(self.cfg, self.inputs_digest, self.world.size)
         self.model.load_checkpoint_state(state["model"], str(self.ckpt_dir / "last.pt"))
         self.optimizer.load_state_dict(state["optimizer"])
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
             setattr(self, key, state[key])
-        self.loss_ema = state["loss_ema"]
+        self.updater.loss_ema = state["loss_ema"]
         self.saved_step = self.step
-        torch.set_rng_state(state["rng"])
-        if state["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        if self.world.size > 1:  # the checkpoint holds rank 0's generator only
-            torch.manual_seed(self.tc.seed + self.world.rank + 1_000_003 * self.step)
-        self._truncate_log()
+        distributed.restore_rng(state, self.world, self.tc.seed, self.step)
+        self.files.truncate_log(self.step)
         self._log({"event": "resume", "message": f"resumed from step {self.step}"})
         log.info("resumed from step %d (epoch %d)", self.step, self.epoch)
 
-    def _load_last(self) -> dict[str, Any]:
-        """last.pt, verified. Damaged, there is nothing to fall back on: an epoch checkpoint
-        holds no optimizer state, and resuming one with a fresh optimizer would make another
-        run than the config describes."""
-        last = self.ckpt_dir / "last.pt"
-        try:
-            return checkpoints.load(last)
-        except InputError as err:
-            raise InputError(f"{err}; the epoch checkpoints hold no optimizer state to resume "
-                             f"from: {retrain(self.run_dir)}") from None
-
-    def _truncate_log(self) -> None:
-        """Drop log lines of steps after the checkpoint: they are about to be replayed (and a
-        line a kill cut short)."""
-        if not self.world.is_main or not self.log_path.exists():
-            return
-        kept = [record for record in read_jsonl(self.log_path)
-                if record.get("step", 0) <= self.step]
-        write_lines(self.log_path, [json.dumps(record) for record in kept])
-
     def _log(self, record: dict[str, Any]) -> None:
-        if not self.world.is_main:
-            return
-        with self.log_path.open("a") as f:
-            f.write(json.dumps({"step": self.step, "epoch": self.epoch, **record}) + "\n")
+        self.files.log(self.step, self.epoch, record)
 
     # --- training ----------------------------------------------------------------------------
-    def _loss(self, batch, progress):
-        return (self.model.loss(batch, progress) if self.synced is None
-                else self.synced(batch, progress))
-
-    def _no_sync(self, last: bool):
-        """Gradients are exchanged once per update, on the last batch this process adds."""
-        return self.synced.no_sync() if self.synced is not None and not last else nullcontext()
-
     def _train_step(self, group: list[list[int]]) -> dict[str, float]:
         """One update over `group` (world size x update_freq batches, fewer at an epoch's end)."""
-        self.model.train()
-        lr = learning_rate(self.step, self.tc, self.total_updates)
-        progress = Progress(self.step, self.total_updates)
-        for spec, param_group in zip(self.groups, self.optimizer.param_groups, strict=True):
-            param_group["lr"] = lr * spec.lr_scale(progress)
-        tokens = sum(self.train_data.target_tokens(indices) for indices in group)
-        share = [(indices, self.train_data.target_tokens(indices) / tokens)
-                 for indices in group[self.world.rank::self.world.size]]
-        # a process left without a batch still takes part in the exchange, with zero weight
-        share = share or [(group[0], 0.0)]
-        self.optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = defaultdict(float)
-        for j, (indices, weight) in enumerate(share):
-            batch = self.train_data.collate(indices).to(self.device)
-            with self._no_sync(last=j == len(share) - 1):
-                with autocast(self.device):
-                    loss, losses = self._loss(batch, progress)
-                # DDP averages over processes; the weights already sum to one over all of them
-                (loss * (weight * self.world.size)).backward()
-            parts = {**losses.per_token(), "loss": float(loss.detach())}
-            for key, value in parts.items():
-                sums[key] += value * weight
-            sums["ntokens"] += losses.ntokens * (weight > 0)
-            sums["nonfinite"] += float(not torch.isfinite(loss))
-        keys = sorted(sums)
-        record = dict(zip(keys, self.world.all_reduce_sum([sums[k] for k in keys], self.device),
-                          strict=True))
-        # every process sees the same loss and gradient norm: all stop, none waits for another
-        if record.pop("nonfinite"):
-            raise self._diverged(self.step + 1, f"loss is {record['loss']}")
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
-        if not math.isfinite(grad_norm):
-            raise self._diverged(self.step + 1, f"gradient norm is {float(grad_norm)}")
-        factor = self.tc.divergence_factor
-        if factor and self.loss_ema is not None and record["loss"] > factor * self.loss_ema:
-            raise self._diverged(self.step + 1, f"loss {record['loss']:.4g} is over {factor:g}x "
-                                 f"its running level {self.loss_ema:.4g} (divergence_factor)")
-        self.optimizer.step()
+        try:
+            record = self.updater.update(group, self.train_data, self.step)
+        except Diverged as err:
+            raise self._diverged(self.step + 1, str(err)) from None
         self.step += 1
-        self.loss_ema = record["loss"] if self.loss_ema is None else (
-            LOSS_EMA_DECAY * self.loss_ema + (1 - LOSS_EMA_DECAY) * record["loss"])
-        return {**record, **{f"lr_{g.name}": p["lr"] for g, p in
-                             zip(self.groups, self.optimizer.param_groups, strict=True)
-                             if len(self.groups) > 1},
-                "lr": lr, "grad_norm": float(grad_norm)}
+        return record
 
     def _diverged(self, step: int, what: str) -> FloatingPointError:
         """The one-line stop: what went wrong at which update, and what a rerun resumes."""
@@ -233,11 +141,11 @@ class Trainer:
                  else "no checkpoint was saved before it: training again starts over")
         return FloatingPointError(f"training diverged at step {step}: {what}; {where}")
 
-    def _save(self, name: str, state: dict[str, Any]) -> None:
-        """Save a checkpoint of the current update (rank 0); weights gone non-finite stop
-        training instead (checkpoints.save refuses them)."""
+    @contextmanager
+    def _saving(self):
+        """Weights gone non-finite are not saved: training stops, naming the last good save."""
         try:
-            checkpoints.save(self.ckpt_dir / name, state)
+            yield
         except FloatingPointError as err:
             raise self._diverged(self.step, str(err)) from None
 
@@ -245,11 +153,8 @@ class Trainer:
         """Validate, save checkpoints; return True when training should stop."""
         valid = validation_loss(self.model, self.valid_data, self.tc, self.world, self.device)
         improved = valid < self.best_valid
-        if improved:
-            self.best_valid = valid
-            self.epochs_without_improvement = 0
-        else:
-            self.epochs_without_improvement += 1
+        self.best_valid = valid if improved else self.best_valid
+        self.epochs_without_improvement = 0 if improved else self.epochs_without_improvement + 1
         record = {"valid_loss": valid, "best_valid_loss": self.best_valid}
         if self.tc.valid_bleu and self.world.is_main:
             record["valid_bleu"] = valid_bleu(self.model, self.src_tok, self.tgt_tok, self.paths)
@@ -257,15 +162,9 @@ class Trainer:
         finished_epoch = self.epoch
         self.epoch, self.offset = self.epoch + 1, 0
         if self.world.is_main:
-            state = self._state()
-            # only last.pt resumes; the others are read for their weights (decoding, averaging)
-            weights = {k: v for k, v in state.items() if k != "optimizer"}
-            self._save(f"epoch{finished_epoch}.pt", weights)
-            for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[: -self.tc.keep_last_epochs]:
-                checkpoints.remove(old)
-            if improved:
-                self._save("best.pt", weights)
-            self._save("last.pt", state)
+            with self._saving():
+                self.files.save_epoch(finished_epoch, self._state(), improved,
+                                      self.tc.keep_last_epochs)
         self.saved_step = self.step  # every process: each names it if training diverges
         return (finished_epoch >= self.tc.max_epochs
                 or (self.tc.max_updates and self.step >= self.tc.max_updates)
@@ -276,18 +175,8 @@ class Trainer:
                                        self.tc.batch_size_multiple, self.tc.max_sentences)
 
     def _start_fresh(self) -> None:
-        """Begin at step 0: what an earlier training left here (its log, best and epoch
-        checkpoints: e.g. last.pt was deleted) is not this training's and would mix into its
-        curves and checkpoint averages."""
-        if self.world.is_main:
-            earlier = [p for p in (self.log_path, *self.ckpt_dir.glob("*.pt"),
-                                   *self.ckpt_dir.glob(f"*.pt{checkpoints.CHECKSUM_SUFFIX}"))
-                       if p.exists()]
-            for path in earlier:
-                path.unlink()
-            if earlier:
-                log.warning("%s: removed %d files of an earlier training (no last.pt to resume)",
-                            self.run_dir, len(earlier))
+        """Begin at step 0, from the weights the run inputs give (warm starts)."""
+        self.files.remove_earlier_training()
         for kind, given in self.input_kinds:
             kind.load_weights(self, given)
 
@@ -313,12 +202,12 @@ class Trainer:
                   else nullcontext()) as lock:
                 hold(lock, self.world, self.device, self.run_dir)
                 if self.world.is_main:
-                    remove_unfinished_saves(self.ckpt_dir)
+                    self.files.remove_unfinished_saves()
                 summary = self._run()
                 finished = True
                 return summary
         finally:
-            self.synced = None  # its reducer holds the process group (see distributed.leave)
+            self.synced = self.updater.synced = None  # the reducer holds the process group
             gc.collect()
             distributed.leave(self.world, finished)
 
@@ -335,8 +224,7 @@ class Trainer:
             self.tc.max_updates and self.step >= self.tc.max_updates)
         per_update = self.per_update
         with tqdm(total=self.total_updates, initial=self.step, desc=f"train {self.run_dir}",
-                  unit="step",
-                  mininterval=5, disable=None if self.world.is_main else True) as bar:
+                  unit="step", mininterval=5, disable=None if self.world.is_main else True) as bar:
             while not done:
                 batches = self._batches(self.tc.seed + self.epoch)
                 for first in range(self.offset, len(batches), per_update):
@@ -351,7 +239,8 @@ class Trainer:
                         bar.set_postfix(loss=f"{record['loss']:.3f}", epoch=self.epoch)
                     if self.step % self.tc.save_interval_updates == 0:
                         if self.world.is_main:
-                            self._save("last.pt", self._state())
+                            with self._saving():
+                                checkpoints.save(self.ckpt_dir / "last.pt", self._state())
                         self.saved_step = self.step
                     if self.tc.max_updates and self.step >= self.tc.max_updates:
                         break

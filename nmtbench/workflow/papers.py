@@ -166,6 +166,29 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
         if "baseline" in table and table["baseline"] not in rows:
             raise InputError(f"{path}: key 'tables.{tname}.baseline': {table['baseline']!r} "
                              "is not one of the table's rows")
+    _check_claims(path, data)
+    for fname, figure in data.get("figures", {}).items():
+        if figure["kind"] == "sweep":
+            names = figure["experiments"]
+            if len(names) != len(figure["x"]["values"]):
+                raise InputError(f"{path}: key 'figures.{fname}.experiments': "
+                                 f"{len(names)} experiments for {len(figure['x']['values'])} "
+                                 "x values")
+            for i, name in enumerate(names):
+                known(name, f"figures.{fname}.experiments.{i}")
+        else:
+            names = list(figure["series"])
+            for name in names:
+                known(name, f"figures.{fname}.series.{name}")
+        for name in figure.get("reported", {}):
+            if name not in names and name not in ("y", "y2"):
+                raise InputError(f"{path}: key 'figures.{fname}.reported.{name}': not an "
+                                 "experiment of this figure")
+
+
+def _check_claims(path: Path, data: dict[str, Any]) -> None:
+    """Each claim names a table of the file, rows and columns of it, and a column to judge
+    (named, or the table's BLEU or ROUGE)."""
     for i, claim in enumerate(data.get("claims", [])):
         where = f"{path}: key 'claims.{i}"
         table = data["tables"].get(claim["table"])
@@ -184,23 +207,6 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
                                                 for c in table["columns"].values()):
             raise InputError(f"{where}.columns': {claim['table']} has no BLEU or ROUGE "
                              "column; name the columns the claim is about")
-    for fname, figure in data.get("figures", {}).items():
-        if figure["kind"] == "sweep":
-            names = figure["experiments"]
-            if len(names) != len(figure["x"]["values"]):
-                raise InputError(f"{path}: key 'figures.{fname}.experiments': "
-                                 f"{len(names)} experiments for {len(figure['x']['values'])} "
-                                 "x values")
-            for i, name in enumerate(names):
-                known(name, f"figures.{fname}.experiments.{i}")
-        else:
-            names = list(figure["series"])
-            for name in names:
-                known(name, f"figures.{fname}.series.{name}")
-        for name in figure.get("reported", {}):
-            if name not in names and name not in ("y", "y2"):
-                raise InputError(f"{path}: key 'figures.{fname}.reported.{name}': not an "
-                                 "experiment of this figure")
 
 
 def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:

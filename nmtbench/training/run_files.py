@@ -1,0 +1,125 @@
+"""A run directory as the trainer keeps it: one training process at a time (a lock held for the
+whole run), its log (`train_log.jsonl`) and checkpoints, and what a kill or an earlier training
+left there."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from nmtbench import provenance
+from nmtbench.errors import InputError, retrain
+from nmtbench.fileio import read_jsonl, write_lines
+from nmtbench.models import checkpoints
+from nmtbench.training.distributed import World
+from nmtbench.workflow.train_settings import resumable
+
+log = logging.getLogger(__name__)
+
+LOCK_POLL_SECONDS = 1.0
+
+
+def hold(lock: IO[str] | None, world: World, device: torch.device, run_dir: Path) -> None:
+    """Take the run directory's lock (rank 0, `lock`; the others wait with it), waiting while
+    another process trains there. Giving up would fail this job, and Snakemake deletes a failed
+    job's output: the train_summary.json the other process writes. Once it is done, this one
+    resumes its last.pt (0 updates if it finished) and writes the same summary."""
+    waiting = False
+    while True:
+        held = 0.0
+        if lock is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = 1.0
+            except BlockingIOError:
+                pass
+        if world.all_reduce_sum([held], device)[0]:
+            return
+        if not waiting and world.is_main:
+            log.warning("%s is being trained by another process: waiting for it to end", run_dir)
+        waiting = True
+        time.sleep(LOCK_POLL_SECONDS)
+
+
+class RunFiles:
+    """The files of one run directory the trainer writes (only the main process writes)."""
+
+    def __init__(self, run_dir: Path, is_main: bool):
+        self.run_dir, self.is_main = run_dir, is_main
+        self.ckpt_dir = run_dir / "checkpoints"
+        self.log_path = run_dir / "train_log.jsonl"
+
+    def log(self, step: int, epoch: int, record: dict[str, Any]) -> None:
+        if self.is_main:
+            with self.log_path.open("a") as f:
+                f.write(json.dumps({"step": step, "epoch": epoch, **record}) + "\n")
+
+    def truncate_log(self, step: int) -> None:
+        """Drop log lines of steps after the checkpoint: they are about to be replayed (and a
+        line a kill cut short)."""
+        if not self.is_main or not self.log_path.exists():
+            return
+        kept = [record for record in read_jsonl(self.log_path) if record.get("step", 0) <= step]
+        write_lines(self.log_path, [json.dumps(record) for record in kept])
+
+    def load_last(self, cfg: dict[str, Any], inputs_digest: dict[str, str],
+                  world_size: int) -> dict[str, Any]:
+        """last.pt, verified, of this config and these inputs. Damaged, there is nothing to fall
+        back on: an epoch checkpoint holds no optimizer state, and resuming one with a fresh
+        optimizer would make another run than the config describes."""
+        last = self.ckpt_dir / "last.pt"
+        try:
+            state = checkpoints.load(last)
+        except InputError as err:
+            raise InputError(f"{err}; the epoch checkpoints hold no optimizer state to resume "
+                             f"from: {retrain(self.run_dir)}") from None
+        if resumable(json.loads(state["config"])) != resumable(cfg):
+            raise InputError(f"{last} was trained with another config; {retrain(self.run_dir)}")
+        if stale := provenance.changed(state["inputs"], inputs_digest):
+            raise InputError(f"{last} was trained on other inputs ({', '.join(stale)} changed); "
+                             f"{retrain(self.run_dir)}")
+        if state.get("world_size", 1) != world_size:
+            log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
+                        "changes", last, state.get("world_size", 1), world_size)
+        return state
+
+    def save_epoch(self, epoch: int, state: dict[str, Any], improved: bool,
+                   keep_last: int) -> None:
+        """The checkpoints of an epoch's end: last.pt resumes; epochN.pt (the last `keep_last`
+        kept) and best.pt hold the weights alone (read for decoding and averaging). Weights
+        gone non-finite raise FloatingPointError (checkpoints.save refuses them)."""
+        weights = {k: v for k, v in state.items() if k != "optimizer"}
+        checkpoints.save(self.ckpt_dir / f"epoch{epoch}.pt", weights)
+        for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[:-keep_last]:
+            checkpoints.remove(old)
+        if improved:
+            checkpoints.save(self.ckpt_dir / "best.pt", weights)
+        checkpoints.save(self.ckpt_dir / "last.pt", state)
+
+    def remove_earlier_training(self) -> None:
+        """What an earlier training left here without a last.pt to resume (its log, best and
+        epoch checkpoints: e.g. last.pt was deleted) is not this training's and would mix into
+        its curves and checkpoint averages."""
+        if not self.is_main:
+            return
+        earlier = [p for p in (self.log_path, *self.ckpt_dir.glob("*.pt"),
+                               *self.ckpt_dir.glob(f"*.pt{checkpoints.CHECKSUM_SUFFIX}"))
+                   if p.exists()]
+        for path in earlier:
+            path.unlink()
+        if earlier:
+            log.warning("%s: removed %d files of an earlier training (no last.pt to resume)",
+                        self.run_dir, len(earlier))
+
+    def remove_unfinished_saves(self) -> None:
+        """The temporary files of saves a kill interrupted, each as large as a checkpoint
+        (only the lock's holder writes checkpoints)."""
+        for path in self.ckpt_dir.glob(".*.tmp"):
+            path.unlink()
+            log.warning("%s: removed an unfinished checkpoint save", path)

@@ -1,0 +1,102 @@
+"""One update of the shared training loop: the batches of an update, each weighted by its share
+of the update's target tokens (fairseq's sample-size rule), across data-parallel processes; the
+learning rate of each parameter group; clipping; and the divergence rules, which stop training
+before a bad update is applied."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+
+from nmtbench.devices import autocast
+from nmtbench.models.batches import ParallelData
+from nmtbench.models.contract import Model, ParamGroup, Progress
+from nmtbench.training.distributed import World
+from nmtbench.workflow.train_settings import TrainConfig, learning_rate
+
+LOSS_EMA_DECAY = 0.99  # the running loss level the divergence rule compares with: ~100 updates
+
+
+class Diverged(Exception):
+    """The update would not be finite, or its loss jumped: what went wrong, in words."""
+
+
+class Updater:
+    """Applies updates to `model` with `optimizer` (over `groups`); `synced` is the
+    DistributedDataParallel wrapper when there are several processes. Keeps the running level
+    of the training loss (`loss_ema`, saved in checkpoints)."""
+
+    def __init__(self, model: Model, synced: Any, groups: list[ParamGroup],
+                 optimizer: torch.optim.Optimizer, world: World, device: torch.device,
+                 tc: TrainConfig, total_updates: int):
+        self.model, self.synced, self.groups, self.optimizer = model, synced, groups, optimizer
+        self.world, self.device, self.tc, self.total_updates = world, device, tc, total_updates
+        self.loss_ema: float | None = None
+
+    def _loss(self, batch, progress):
+        return (self.model.loss(batch, progress) if self.synced is None
+                else self.synced(batch, progress))
+
+    def _no_sync(self, last: bool):
+        """Gradients are exchanged once per update, on the last batch this process adds."""
+        return self.synced.no_sync() if self.synced is not None and not last else nullcontext()
+
+    def update(self, group: list[list[int]], data: ParallelData, step: int) -> dict[str, float]:
+        """Update `step` + 1 over `group` (world size x update_freq batches of `data`, fewer
+        at an epoch's end); its record. Raises Diverged before applying a bad update."""
+        self.model.train()
+        lr = learning_rate(step, self.tc, self.total_updates)
+        progress = Progress(step, self.total_updates)
+        for spec, param_group in zip(self.groups, self.optimizer.param_groups, strict=True):
+            param_group["lr"] = lr * spec.lr_scale(progress)
+        record = self._gradients(group, data, progress)
+        # every process sees the same loss and gradient norm: all stop, none waits for another
+        if record.pop("nonfinite"):
+            raise Diverged(f"loss is {record['loss']}")
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
+        if not math.isfinite(grad_norm):
+            raise Diverged(f"gradient norm is {float(grad_norm)}")
+        factor = self.tc.divergence_factor
+        if factor and self.loss_ema is not None and record["loss"] > factor * self.loss_ema:
+            raise Diverged(f"loss {record['loss']:.4g} is over {factor:g}x its running level "
+                           f"{self.loss_ema:.4g} (divergence_factor)")
+        self.optimizer.step()
+        self.loss_ema = record["loss"] if self.loss_ema is None else (
+            LOSS_EMA_DECAY * self.loss_ema + (1 - LOSS_EMA_DECAY) * record["loss"])
+        return {**record, **{f"lr_{g.name}": p["lr"] for g, p in
+                             zip(self.groups, self.optimizer.param_groups, strict=True)
+                             if len(self.groups) > 1},
+                "lr": lr, "grad_norm": float(grad_norm)}
+
+    def _gradients(self, group: list[list[int]], data: ParallelData,
+                   progress: Progress) -> dict[str, float]:
+        """Backward over this process's share of the group; the loss parts summed over all
+        processes, weighted by target tokens (`nonfinite` counts non-finite losses)."""
+        tokens = sum(data.target_tokens(indices) for indices in group)
+        share = [(indices, data.target_tokens(indices) / tokens)
+                 for indices in group[self.world.rank::self.world.size]]
+        # a process left without a batch still takes part in the exchange, with zero weight
+        share = share or [(group[0], 0.0)]
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = defaultdict(float)
+        for j, (indices, weight) in enumerate(share):
+            batch = data.collate(indices).to(self.device)
+            with self._no_sync(last=j == len(share) - 1):
+                with autocast(self.device):
+                    loss, losses = self._loss(batch, progress)
+                # DDP averages over processes; the weights already sum to one over all of them
+                (loss * (weight * self.world.size)).backward()
+            parts = {**losses.per_token(), "loss": float(loss.detach())}
+            for key, value in parts.items():
+                sums[key] += value * weight
+            sums["ntokens"] += losses.ntokens * (weight > 0)
+            sums["nonfinite"] += float(not torch.isfinite(loss))
+        keys = sorted(sums)
+        return dict(zip(keys, self.world.all_reduce_sum([sums[k] for k in keys], self.device),
+                        strict=True))
