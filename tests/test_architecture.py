@@ -4,6 +4,7 @@ below it; and the layers Snakemake loads to plan the DAG never import torch or t
 module level, however indirectly (a model-building function may import them where it runs)."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -110,17 +111,18 @@ METHOD_SPECIFIC = {"nmtbench.export.fsmt": "nmtbench.methods.transformer",
                    "nmtbench.cli": "nmtbench.methods.bert_kd_soft_targets"}
 
 
-def method_names() -> set[str]:
+@functools.cache
+def method_names() -> frozenset[str]:
     """Registered method names and the modules of the methods package."""
     import yaml
 
     schema = yaml.safe_load((PACKAGE.parent / "config" / "schema.yaml").read_text())
     modules = {name.rsplit(".", 1)[1] for name in MODULES
                if name.startswith("nmtbench.methods.")}
-    return set(schema["$defs"]["methods"]) | modules
+    return frozenset(schema["$defs"]["methods"]) | modules
 
 
-def named_methods(module: str, names: set[str]) -> list[str]:
+def named_methods(module: str, names: frozenset[str]) -> list[str]:
     """Where a module imports a method's module, or holds a method's name as a string that
     is not a docstring (a special case by name)."""
     tree = ast.parse(MODULES[module].read_text())

@@ -224,7 +224,7 @@ class BertFused(Method):
     checkpoint_roles = {"src_bert": "src"}
     decodings = ("at", "nat")
     # the parent's encoder becomes the feature encoder
-    warm_starts = {**Method.warm_starts, "features_from": ("encoder.", "encoder.bert.")}
+    parent_runs = {**Method.parent_runs, "features_from": ("encoder.", "encoder.bert.")}
     autoregressive = EncoderDecoder
     parallel = ConditionalMaskedLM
 

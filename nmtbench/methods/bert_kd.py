@@ -154,7 +154,7 @@ class CMLMTeacherMethod(Method):
     settings = TeacherSettings
     checkpoint_roles = {"bert": "joint"}
     decodings = ("none",)
-    warm_starts: dict[str, tuple[str, str]] = {}
+    parent_runs: dict[str, tuple[str, str]] = {}
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,

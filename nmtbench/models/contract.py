@@ -325,7 +325,7 @@ class Method:
     # settings naming another run whose checkpoint the model loads (config/schema.yaml marks
     # them `x-parent-run`; the trainer gets each as the run input of the same name) -> (the
     # prefix of the parent's weights taken, the prefix they load under)
-    warm_starts: ClassVar[dict[str, tuple[str, str]]] = {"init_from": ("", "")}
+    parent_runs: ClassVar[dict[str, tuple[str, str]]] = {"init_from": ("", "")}
     # the model classes `build` joins its encoder and decoder with (EncoderDecoder,
     # ConditionalMaskedLM): a method that differs only in its objective, optimiser groups or
     # warm start subclasses an existing method and names a subclass of its model here
@@ -353,7 +353,3 @@ class Method:
             raise InputError(f"{cfg.get('method', cls.__name__)}: decoding {decoding!r} is not "
                              f"one this method has (use {' or '.join(cls.decodings)})")
         return settings
-
-    @classmethod
-    def config_keys(cls) -> set[str]:
-        return cls.settings.keys()

@@ -19,7 +19,6 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 from torch import nn
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
@@ -119,13 +118,6 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
                                     **kwargs)
     except (OSError, ValueError, SafetensorError) as err:
         raise InputError(f"checkpoint {name_or_dir!r}: {one_line(err)}") from None
-
-
-def all_hidden_states(bert: nn.Module, ids: torch.Tensor, pad: int) -> tuple[torch.Tensor, ...]:
-    """Every layer's output of a BERT for ids (B, S): the embeddings, then each of the L
-    layers, each (B, S, H); padding masked out of attention."""
-    out = bert(input_ids=ids, attention_mask=(ids != pad).long(), output_hidden_states=True)
-    return out.hidden_states  # L + 1 tensors
 
 
 def check_vocab(size: int, bert: nn.Module, side: str) -> None:

@@ -65,7 +65,7 @@ class Trainer:
         # other runs' outputs it trains with (`--input NAME=PATH`), by kind
         self.method = get_method(cfg["method"])
         self.input_kinds = run_inputs.by_kind(paths.get("inputs", {}),
-                                              self.method.warm_starts, cfg)
+                                              self.method.parent_runs, cfg)
         self.tc = TrainConfig.from_dict(cfg)
         self.inputs_digest = provenance.input_digests(paths)  # a resume must read the same
         requested = resolve_device(device)
@@ -182,8 +182,8 @@ class Trainer:
 
     def warm_start(self, name: str, path: str) -> None:
         """Initialise (part of) the model from another run's checkpoint (a fresh run only: a
-        resumed one has its own weights), as the method's `warm_starts` say for `name`."""
-        take, into = self.method.warm_starts[name]
+        resumed one has its own weights), as the method's `parent_runs` say for `name`."""
+        take, into = self.method.parent_runs[name]
         try:
             state = checkpoints.load(path)
         except InputError as err:  # the parent's checkpoint (runs/<parent>/seedN/checkpoints/)

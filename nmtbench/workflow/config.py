@@ -130,41 +130,33 @@ def _check_experiments(config: dict[str, Any], plan: Plan, decode_schema: dict) 
     """Every experiment's method exists; each implemented one's settings (and the defaults)
     are its method's and the trainer's; then the runs it loads from."""
     implemented = plan.implemented
-    trainer_keys = {f.name for f in fields(TrainConfig)}
     methods = set(implemented) | plan.catalogue.methods  # implemented, or named by the papers
     for name in config.get("experiments", {}):
         method = plan.experiments[name]["method"]
         if method not in methods:  # a typo would otherwise read as "not implemented"
             raise InputError(f"config key 'experiments.{name}.method': unknown method "
                              f"{method!r}; known: {', '.join(sorted(methods))}")
-    defaults_checked, warm_starts = set(), []
+    defaults_checked = set()
     for name, experiment in plan.experiments.items():
         method = experiment["method"]
         if all(plan.status(name, dataset) != "ok" for dataset in config["datasets"]):
             continue  # not implemented yet, or quoted from other work: no run, nothing to check
         info = implemented[method]
-        known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | info.keys
         where = (f"config key 'experiments.{name}" if name in config.get("experiments", {})
                  else f"{plan.catalogue.sources.get(name, 'config')}: key 'experiments.{name}")
         _check_settings(experiment, info, decode_schema, where)
-        if any(key in experiment for key in (*info.parent_runs, *info.teachers)):
-            warm_starts.append((name, where))
         for key in config["defaults"]:
-            if key not in known:
-                raise InputError(f"config key 'defaults.{key}' is not a setting of the trainer "
-                                 f"or of method {method!r}")
+            _check_key(key, info, "config key 'defaults")
         if method not in defaults_checked:
             _check_against(info.schema, config["defaults"], "config key 'defaults")
             defaults_checked.add(method)
-    for name, where in warm_starts:  # once every experiment's settings are checked
-        _check_parent_runs(plan, name, where)
+    _check_parent_runs(config, plan)  # once every experiment's settings are checked
 
 
 def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> None:
     """Each dataset's overrides, distillation teacher, sources and back-translation; the
     dataset map's targets."""
     implemented = plan.implemented
-    trainer_keys = {f.name for f in fields(TrainConfig)}
     for dataset, spec in config["datasets"].items():
         if "detok_lang" in spec:
             _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
@@ -174,11 +166,8 @@ def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> 
             if method not in implemented:
                 raise InputError(f"{where}': neither a method ({', '.join(sorted(implemented))}) "
                                  "nor an experiment with one")
-            known = trainer_keys | SETTINGS_OUTSIDE_TRAINER | implemented[method].keys
             for key in settings:  # checked like an experiment's keys: a typo is never ignored
-                if key not in known:
-                    raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
-                                     f"method {method!r}")
+                _check_key(key, implemented[method], where)
             _check_against(implemented[method].schema,
                            {k: v for k, v in settings.items() if k != "decode"}, where)
             _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
@@ -278,30 +267,66 @@ def resolve_reversed(datasets: dict[str, Any]) -> None:
         datasets[name] = {**inherited, **spec}
 
 
-def _check_parent_runs(plan: Plan, name: str, where: str) -> None:
-    """Each run an experiment loads (`init_from`, `features_from`) is an implemented
-    experiment's, and following them from there never comes back (an experiment cannot load
-    itself, directly or through a chain)."""
-    def visit(experiment: str, chain: list[str]) -> None:
-        spec = plan.experiments[experiment]
-        info = plan.implemented[spec["method"]]
-        for key in (*info.parent_runs, *info.teachers):
-            if not spec.get(key):
-                continue
-            parent = spec[key]["experiment"]
-            if parent not in plan.experiments or plan.status(parent) != "ok":
-                raise InputError(f"{where}.{key}.experiment': {parent!r} is not an implemented "
-                                 "experiment")
-            teacher = plan.implemented[plan.experiments[parent]["method"]]
-            if key in info.teachers and teacher.decodings != ("none",):
-                raise InputError(f"{where}.{key}.experiment': {parent!r} is not a teacher "
-                                 "(a bert-kd-teacher experiment)")
-            if parent in chain:
-                raise InputError(f"{where}.{key}.experiment': warm starts form a cycle "
-                                 f"({' -> '.join([*chain, parent])})")
-            visit(parent, [*chain, parent])
+def _check_key(key: str, info: MethodInfo, where: str) -> None:
+    """A setting the trainer, the method or the workflow reads; `where` is the message's
+    prefix up to the key."""
+    if key in info.unread:
+        raise InputError(f"{where}.{key}' is not read by method {info.name!r} "
+                         f"({info.unread[key]})")
+    if key not in {f.name for f in fields(TrainConfig)} | SETTINGS_OUTSIDE_TRAINER | info.keys:
+        raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
+                         f"method {info.name!r}")
 
-    visit(name, [name])
+
+def _setting_origin(config: dict[str, Any], plan: Plan, dataset: str, experiment: str,
+                    key: str) -> str:
+    """Where the resolved setting `key` of an experiment on a dataset was written, as the
+    message prefix up to the key: the dataset's overrides, the experiment, or the defaults."""
+    overrides = config["datasets"][dataset].get("overrides", {})
+    for name in (experiment, plan.experiments[experiment]["method"]):
+        if key in overrides.get(name, {}):
+            return f"config key 'datasets.{dataset}.overrides.{name}"
+    if key in plan.experiments[experiment]:
+        if experiment in config.get("experiments", {}):
+            return f"config key 'experiments.{experiment}"
+        return (f"{plan.catalogue.sources.get(experiment, 'config')}: key "
+                f"'experiments.{experiment}")
+    return "config key 'defaults"
+
+
+def _check_parent_runs(config: dict[str, Any], plan: Plan) -> None:
+    """On every dataset, each run an experiment loads (its resolved `init_from`,
+    `features_from`, `teacher`, wherever written) is an implemented experiment's there, a
+    teacher where the setting asks for one, and following them never comes back (an
+    experiment cannot load itself, directly or through a chain)."""
+    def visit(dataset: str, experiment: str, chain: list[str], where: str | None) -> None:
+        settings = plan.train_settings(dataset, experiment)
+        info = plan.implemented[plan.experiments[experiment]["method"]]
+        for key in (*info.parent_runs, *info.teachers):
+            if not settings.get(key):
+                continue
+            # named at the first experiment's key: the chain starts there
+            here = where or (f"{_setting_origin(config, plan, dataset, experiment, key)}."
+                             f"{key}.experiment'")
+            parent = settings[key]["experiment"]
+            if parent not in plan.experiments or plan.status(parent, dataset) != "ok":
+                raise InputError(f"{here}: {parent!r} is not an implemented experiment on "
+                                 f"dataset {dataset!r}")
+            decodings = plan.implemented[plan.experiments[parent]["method"]].decodings
+            if (key in info.teachers) != (decodings == ("none",)):
+                raise InputError(f"{here}: {parent!r} is not a teacher (a bert-kd-teacher "
+                                 "experiment)" if key in info.teachers else
+                                 f"{here}: {parent!r} is a teacher, whose weights no model "
+                                 "loads")
+            if parent in chain:
+                raise InputError(f"{here}: warm starts form a cycle "
+                                 f"({' -> '.join([*chain, parent])})")
+            visit(dataset, parent, [*chain, parent], here)
+
+    for dataset in config["datasets"]:
+        for experiment in plan.experiments:
+            if plan.status(experiment, dataset) == "ok":
+                visit(dataset, experiment, [experiment], None)
 
 
 def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:
@@ -351,11 +376,8 @@ def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: d
                     where: str) -> None:
     """An experiment's settings: each key the trainer's, the method's or the workflow's, and
     every value as the schema says; `where` is the messages' prefix up to the key."""
-    known = {f.name for f in fields(TrainConfig)} | SETTINGS_OUTSIDE_TRAINER | info.keys
     for key in settings:
-        if key not in known:
-            raise InputError(f"{where}.{key}' is not a setting of the trainer or of "
-                             f"method {info.name!r}")
+        _check_key(key, info, where)
     decoding = settings.get("decoding", info.decodings[0])
     if decoding not in info.decodings:
         raise InputError(f"{where}.decoding': method {info.name!r} decodes with "

@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 CHECKPOINT_SIDE = "x-checkpoint-side"
 PARENT_RUN = "x-parent-run"
 SOFT_TARGETS = "x-soft-targets"
+UNREAD = "x-unread"  # a method's entry: trainer settings it does not read -> why
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class MethodInfo:
     schema: dict[str, Any]  # its settings' JSON schema, the trainer's included (and `$defs`,
     # which its references such as #/$defs/name point into)
     teachers: tuple[str, ...] = ()  # settings naming a teacher run whose soft targets it reads
+    unread: dict[str, str] = field(default_factory=dict)  # trainer settings it refuses -> why
 
 
 def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
@@ -33,6 +35,7 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
     infos = {}
     for name, schema in definitions["methods"].items():
         properties = schema["properties"]
+        unread = schema.get(UNREAD, {})
         infos[name] = MethodInfo(
             name=name,
             keys=frozenset(properties),
@@ -40,8 +43,9 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             checkpoint_roles={key: spec[CHECKPOINT_SIDE] for key, spec in properties.items()
                               if CHECKPOINT_SIDE in spec},
             parent_runs=tuple(key for key, spec in {**trainer, **properties}.items()
-                              if spec.get(PARENT_RUN)),
+                              if spec.get(PARENT_RUN) and key not in unread),
             schema={"type": "object", "properties": {**trainer, **properties},
                     "$defs": definitions},
-            teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)))
+            teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)),
+            unread=dict(unread))
     return infos

@@ -162,7 +162,7 @@ class SoftTargets(Kind):
 class WarmStart(Kind):
     """Another run's checkpoint (best or last, of the same seed or `seed_offset` on) whose
     weights initialise part of the model: `init_from`, and the method's other settings
-    marked `x-parent-run` (the method's `warm_starts` say which weights go where)."""
+    marked `x-parent-run` (the method's `parent_runs` say which weights go where)."""
 
     def provides(self, name: str, parent_runs: Iterable[str]) -> bool:
         return name in parent_runs

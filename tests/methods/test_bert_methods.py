@@ -48,7 +48,7 @@ def batch():
 
 def test_bert_methods_read_cls_and_have_no_src_bos_setting(bert):
     assert build("bert-init", bert).source_bos and build("bert-frozen", bert).source_bos
-    assert "src_bos" not in BertInit.config_keys()
+    assert "src_bos" not in BertInit.settings.keys()
 
 
 def test_registry():

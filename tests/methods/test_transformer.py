@@ -184,8 +184,8 @@ def test_build_sizes_and_overrides() -> None:
     assert SIZES["deep20"].pre_norm and SIZES["deep20"].encoder_layers == 20
     with pytest.raises(InputError, match="huge"):
         Transformer.build({"size": "huge"}, SRC, TGT)
-    assert {"size", "d_model", "pre_norm", "label_smoothing"} <= Transformer.config_keys()
-    assert "lr" not in Transformer.config_keys()
+    assert {"size", "d_model", "pre_norm", "label_smoothing"} <= Transformer.settings.keys()
+    assert "lr" not in Transformer.settings.keys()
 
 
 def test_source_format_is_fairseqs_unless_asked() -> None:

@@ -44,6 +44,7 @@ from nmtbench.models.contract import (
     WarmStart,
 )
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.workflow.method_registry import method_infos
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,7 +157,7 @@ DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -
 # --- building -------------------------------------------------------------------------------
 
 def config_of(name: str, variant: str) -> dict[str, Any]:
-    keys = get_method(name).config_keys()
+    keys = get_method(name).settings.keys()
     return {"method": name, **{k: v for k, v in SMALL.items() if k in keys},
             **CASES[name][variant]}
 
@@ -258,7 +259,7 @@ def test_settings_are_a_dataclass_whose_fields_are_the_config_keys(name):
     unread = method.settings.unread  # inherited fields it never reads: not keys of it
     assert unread <= {f.name for f in fields(method.settings)}
     keys = {f.name for f in fields(method.settings)} - unread
-    assert method.config_keys() == keys
+    assert method.settings.keys() == keys
     # every key it lists, at its default, is accepted and read back as given
     defaults = method.settings.from_config({})
     given = {k: getattr(defaults, k) for k in keys}
@@ -273,7 +274,7 @@ def test_settings_are_a_dataclass_whose_fields_are_the_config_keys(name):
 @pytest.mark.parametrize("name", list(methods.METHODS))
 def test_decodings_and_checkpoint_roles_are_settings(name):
     method = get_method(name)
-    keys = method.config_keys()
+    keys = method.settings.keys()
     assert method.decodings and set(method.decodings) <= set(DECODING_OF)
     if "decoding" in keys:
         assert method.settings.from_config({}).decoding == method.decodings[0]  # the default
@@ -286,7 +287,7 @@ def test_decodings_and_checkpoint_roles_are_settings(name):
 
 
 @pytest.mark.parametrize("name", [n for n in methods.METHODS
-                                  if "decoding" in get_method(n).config_keys()])
+                                  if "decoding" in get_method(n).settings.keys()])
 def test_a_decoding_the_method_does_not_list_is_an_input_error(name, tiny_berts):
     variant = next(iter(CASES[name]))
     cfg = {**config_of(name, variant), "decoding": "left-to-right"}
@@ -536,7 +537,7 @@ def test_the_schema_describes_each_methods_settings(name):
     assert described is not None and name in described, f"$defs.methods.{name} is missing"
     method = get_method(name)
     properties = described[name].get("properties", {})
-    assert set(properties) == method.config_keys()
+    assert set(properties) == method.settings.keys()
     sides = {key: p["x-checkpoint-side"] for key, p in properties.items()
              if isinstance(p, dict) and "x-checkpoint-side" in p}
     assert sides == method.checkpoint_roles
@@ -544,3 +545,7 @@ def test_the_schema_describes_each_methods_settings(name):
         assert tuple(properties["decoding"]["enum"]) == method.decodings  # default first
     else:
         assert method.decodings == ("at",)
+    # the settings naming parent runs: the schema's markers (the trainer's init_from
+    # included) are the ones whose weights the method says where to load
+    infos = method_infos(yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())["$defs"])
+    assert set(infos[name].parent_runs) == set(method.parent_runs)

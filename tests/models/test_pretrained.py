@@ -16,7 +16,6 @@ from nmtbench import cli
 from nmtbench.errors import InputError
 from nmtbench.models.pretrained import (
     KNOWN_CONFIGS,
-    all_hidden_states,
     freeze,
     load_model,
     model_config,
@@ -138,20 +137,7 @@ def test_checkpoint_dir(tmp_path):
             checkpoint_dir(bad)
 
 
-# --- hidden states and freezing -------------------------------------------------------------
-def test_all_hidden_states_shapes_and_padding():
-    """L + 1 tensors of (B, S, H); padded positions do not change the real ones."""
-    bert = tiny_bert()
-    ids = torch.tensor([[2, 10, 11, 12, 13, 14, 3], [2, 20, 21, 3, 0, 0, 0],
-                        [2, 30, 3, 0, 0, 0, 0]])
-    with torch.no_grad():
-        states = all_hidden_states(bert, ids, pad=0)
-        alone = all_hidden_states(bert, ids[1:2, :4], pad=0)
-    assert len(states) == TINY["num_hidden_layers"] + 1
-    assert all(h.shape == (3, 7, 32) for h in states)
-    torch.testing.assert_close(states[-1][1, :4], alone[-1][0], rtol=0, atol=1e-5)
-
-
+# --- freezing -------------------------------------------------------------------------------
 @pytest.mark.parametrize("policy, trainable", [
     ("all", lambda n: False),
     (True, lambda n: False),

@@ -488,6 +488,49 @@ def test_a_bad_init_from_names_the_key(cfg, init_from, message):
     assert message in str(err.value)
 
 
+def _loading(mutate):
+    def apply(c):
+        c.setdefault("experiments", {})
+        mutate(c)
+    return apply
+
+
+@pytest.mark.parametrize("mutate, message", [
+    # a teacher is no model's warm start, and takes none itself
+    (_loading(lambda c: c["experiments"].update(
+        warm={"method": "transformer", "init_from": {"experiment": "bertkd-teacher-mbert"}})),
+     "config key 'experiments.warm.init_from.experiment': 'bertkd-teacher-mbert' is a "
+     "teacher, whose weights no model loads"),
+    (_loading(lambda c: c["experiments"].update(
+        {"bertkd-teacher-mbert": {"init_from": {"experiment": "transformer-tiny"}}})),
+     "config key 'experiments.bertkd-teacher-mbert.init_from' is not read by method "
+     "'bert-kd-teacher' (a teacher starts from the BERT it fine-tunes)"),
+    # a teacher run is one run: no seed offset, no checkpoint choice to ignore
+    (_loading(lambda c: c["experiments"].update(
+        {"bertkd-kd-deen": {"teacher": {"experiment": "bertkd-teacher-mbert",
+                                        "seed_offset": 7}}})),
+     "config key 'experiments.bertkd-kd-deen.teacher': Additional properties are not "
+     "allowed ('seed_offset' was unexpected)"),
+    # written under defaults or a dataset's overrides, checked as under experiments
+    (_loading(lambda c: c["datasets"]["toy"].setdefault("overrides", {}).update(
+        {"transformer": {"init_from": {"experiment": "no-such"}}})),
+     "config key 'datasets.toy.overrides.transformer.init_from.experiment': 'no-such' is not "
+     "an implemented experiment on dataset 'toy'"),
+    (_loading(lambda c: c["defaults"].update(init_from={"experiment": "transformer-tiny"})),
+     "config key 'defaults.init_from' is not read by method 'bert-kd-teacher'"),
+    (_loading(lambda c: c["datasets"]["toy"].setdefault("overrides", {}).update(
+        {"transformer-tiny": {"init_from": {"experiment": "transformer-tiny"}}})),
+     "config key 'datasets.toy.overrides.transformer-tiny.init_from.experiment': warm "
+     "starts form a cycle (transformer-tiny -> transformer-tiny)"),
+])
+def test_runs_loaded_are_checked_wherever_written(cfg, mutate, message):
+    mutate(cfg)
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, SCHEMA)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def test_a_chain_of_warm_starts_may_not_come_back(cfg):
     cfg["experiments"] = {
         "a": {"method": "transformer", "init_from": {"experiment": "b"}},
