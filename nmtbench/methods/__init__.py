@@ -1,8 +1,6 @@
-"""The method registry: experiment configs name a method, and this maps the name to its class.
-
-Classes are imported only when asked for: planning the workflow reads each method's settings
-from `config/schema.yaml` (checked against the classes by tests/models/test_method_contract.py) and
-must not load torch.
+"""One module per method. A method is registered by its entry in config/schema.yaml
+(`$defs.methods.<name>`: its settings, and `x-class: "module:Class"`); experiment configs name
+it, and `get_method` imports its class only when asked for (planning must not load torch).
 """
 
 from __future__ import annotations
@@ -11,29 +9,19 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from nmtbench.errors import InputError
+from nmtbench.workflow.method_registry import registered_methods
 
 if TYPE_CHECKING:
     from nmtbench.models.contract import Method
 
-# name -> "module:class"
-METHODS: dict[str, str] = {
-    "transformer": "nmtbench.methods.transformer:Transformer",
-    "rnn": "nmtbench.methods.rnn:RNN",
-    "bert-init": "nmtbench.methods.bert_encoder:BertInit",
-    "bert-frozen": "nmtbench.methods.bert_encoder:BertFrozen",
-    "cmlm": "nmtbench.methods.cmlm:CMLM",
-    "abnet": "nmtbench.methods.abnet:ABNet",
-    "bert-fused": "nmtbench.methods.bert_fused:BertFused",
-    "ctnmt": "nmtbench.methods.ctnmt:CTNMT",
-    "deep-fusion": "nmtbench.methods.deep_fusion:DeepFusion",
-    "bert-kd-teacher": "nmtbench.methods.bert_kd:CMLMTeacherMethod",
-    "bert-kd": "nmtbench.methods.bert_kd:BertKD",
-}
-
 
 def get_method(name: str) -> type[Method]:
     """The class registered under `name`; an unknown name is a one-line InputError."""
-    if name not in METHODS:
-        raise InputError(f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
-    module, cls = METHODS[name].split(":")
+    methods = registered_methods()
+    if name not in methods:
+        raise InputError(f"unknown method {name!r}; known: {', '.join(sorted(methods))}")
+    if ":" not in methods[name].cls:
+        raise InputError(f"config/schema.yaml $defs.methods.{name}: no x-class "
+                         "(\"module:Class\", where the method's class is)")
+    module, cls = methods[name].cls.split(":", 1)
     return getattr(import_module(module), cls)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,7 +45,7 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
-from nmtbench.methods.cmlm import LENGTH_LOSS_WEIGHT, ConditionalMaskedLM
+from nmtbench.methods.cmlm import ConditionalMaskedLM
 from nmtbench.methods.transformer import (
     Encoded,
     EncoderDecoder,
@@ -56,7 +55,7 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Method, mark_pretrained
+from nmtbench.models.contract import Method, mark_pretrained, method_settings
 from nmtbench.models.pretrained import check_vocab, load_model
 
 LENGTH_CLASSES = 1024
@@ -178,22 +177,9 @@ class TargetBert(nn.Module):
         return self.project(self.states(tokens, encoded))
 
 
-@dataclass
+@method_settings("abnet")
 class ABNetSettings(SizedSettings):
-    unread = frozenset({"encoder_layers"})  # the encoder is the pre-trained model
-    loss_weights: dict[str, float] = field(
-        default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})
-    decoding: str = "nat"
-    src_bert: str | None = None
-    tgt_bert: str | None = None
-    # AB-Net freezes both BERTs whole (true, the paper) or nothing (false, "AB-Net FB")
-    freeze_bert: bool | str = True
-    bert_init: str = "pretrained"
-    adapter_dim: int = 2048
-    encoder_adapter_layers: str | list[int] = "all"
-    decoder_adapter_layers: str | list[int] = "all"
-    # the dropout inside both BERTs in training; None: each checkpoint's own (authors' code)
-    bert_dropout: float | None = None
+    """AB-Net's settings (no `encoder_layers`: the encoder is the pre-trained model)."""
 
 
 def _load_berts(settings: ABNetSettings, pretrained: Mapping[str, Any] | None,
@@ -240,8 +226,6 @@ class ABNet(Method):
     """AB-Net, and AB-Net-Enc with parallel or autoregressive decoding."""
 
     settings = ABNetSettings
-    checkpoint_roles = {"src_bert": "src", "tgt_bert": "tgt"}
-    decodings = ("nat", "at")
     autoregressive = EncoderDecoder
     parallel = ConditionalMaskedLM
 

@@ -26,7 +26,6 @@ Details the papers leave open, and what we chose:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,22 +43,20 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Method, mark_pretrained
+from nmtbench.models.contract import Method, mark_pretrained, method_settings
 from nmtbench.models.pretrained import check_vocab, freeze, load_model
 
 OUTPUT_AS = ("encoder", "embeddings")
 
 
-@dataclass
+@method_settings("bert-init")
 class BertInitSettings(SizedSettings):
-    src_bert: str | None = None
-    freeze_bert: str | bool = "none"
-    bert_output_as: str = "encoder"
+    """bert-init's settings."""
 
 
-@dataclass
+@method_settings("bert-frozen")
 class BertFrozenSettings(BertInitSettings):
-    freeze_bert: str | bool = "all"
+    """bert-frozen's settings: bert-init's, the BERT frozen by default."""
 
 
 class BertEncoder(nn.Module):
@@ -104,7 +101,6 @@ class BertInit(Method):
     """NMT encoder initialised from BERT and fine-tuned with the rest of the model."""
 
     settings = BertInitSettings
-    checkpoint_roles = {"src_bert": "src"}
     autoregressive = EncoderDecoder
 
     @classmethod

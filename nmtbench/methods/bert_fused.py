@@ -54,7 +54,6 @@ Details the paper leaves to us, and what we chose:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -62,7 +61,7 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
-from nmtbench.methods.cmlm import CMLM, LENGTH_LOSS_WEIGHT, ConditionalMaskedLM
+from nmtbench.methods.cmlm import CMLM, ConditionalMaskedLM
 from nmtbench.methods.transformer import (
     DecoderLayer,
     Encoded,
@@ -76,7 +75,7 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Method, mark_pretrained
+from nmtbench.models.contract import Method, mark_pretrained, method_settings
 from nmtbench.models.pretrained import check_vocab, freeze, load_model
 
 FEATURES = ("bert", "random")
@@ -202,27 +201,15 @@ class FusedEncoder(TransformerEncoder):
         return self.finish(x, mask, context)
 
 
-@dataclass
+@method_settings("bert-fused")
 class BertFusedSettings(SizedSettings):
-    loss_weights: dict[str, float] = field(
-        default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})  # under nat (the CMLM's)
-    decoding: str = "at"
-    src_bert: str | None = None
-    freeze_bert: bool = True
-    drop_net: float = 1.0  # p_net
-    bert_enc_attention: bool = True
-    bert_dec_attention: bool = True
-    bert_features: str = "bert"
-    bert_fusion: str = "attention"
-    features_from: dict | None = None  # another run's Transformer encoder in BERT's place
+    """BERT-fused's settings."""
 
 
 class BertFused(Method):
     """BERT-fused NMT: a Transformer (or CMLM) whose layers also attend to a frozen BERT."""
 
     settings = BertFusedSettings
-    checkpoint_roles = {"src_bert": "src"}
-    decodings = ("at", "nat")
     # the parent's encoder becomes the feature encoder
     parent_runs = {**Method.parent_runs, "features_from": ("encoder.", "encoder.bert.")}
     autoregressive = EncoderDecoder

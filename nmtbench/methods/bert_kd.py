@@ -34,7 +34,6 @@ Details the paper leaves to us, and what we chose (from the authors' code where 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -45,7 +44,7 @@ from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods.bert_kd_soft_targets import SOFT_IDS, SOFT_LOGPROBS
 from nmtbench.methods.bert_kd_soft_targets import load as load_soft_targets
-from nmtbench.methods.rnn import RNNConfig, rnn_parts
+from nmtbench.methods.rnn import rnn_parts
 from nmtbench.methods.transformer import EncoderDecoder, Transformer, TransformerSettings
 from nmtbench.models.batches import ParallelData
 from nmtbench.models.contract import (
@@ -58,6 +57,7 @@ from nmtbench.models.contract import (
     Progress,
     bert_decay_groups,
     mark_pretrained,
+    method_settings,
 )
 from nmtbench.models.pretrained import check_vocab, load_model
 
@@ -67,14 +67,9 @@ STUDENTS = ("transformer", "rnn")
 
 # --- the teacher ------------------------------------------------------------------------------
 
-@dataclass
+@method_settings("bert-kd-teacher")
 class TeacherSettings(MethodSettings):
-    bert: str | None = None  # the checkpoint fine-tuned (mBERT for MT in the paper)
-    objective: str = "cmlm"
-    teacher_layers: int | None = None  # keep the first N layers (None: all)
-    mask_prob: float = 0.15
-    dropout: float | None = None  # the BERT's dropout while fine-tuned (None: its own)
-    decoding: str = "none"
+    """The teacher's settings."""
 
 
 def joined(src: torch.Tensor, tgt: torch.Tensor, pad: int
@@ -152,8 +147,6 @@ class CMLMTeacherMethod(Method):
     """The C-MLM teacher (`bert-kd-teacher`): fine-tunes a BERT; never decoded."""
 
     settings = TeacherSettings
-    checkpoint_roles = {"bert": "joint"}
-    decodings = ("none",)
     parent_runs: dict[str, tuple[str, str]] = {}
 
     @classmethod
@@ -185,16 +178,9 @@ class CMLMTeacherMethod(Method):
 
 # --- the student ------------------------------------------------------------------------------
 
-@dataclass
-class KDSettings(TransformerSettings, RNNConfig):
-    # the teacher's run (a `bert-kd-teacher` experiment), whose soft targets of the training set the
-    # student reads (the run input `soft_targets`)
-    teacher: dict[str, Any] | None = None
-    student: str = "transformer"
-    top_k: int = 8
-    temperature: float = 1.0
-    alpha: float = 0.5
-    loss_weights: dict[str, float] = field(default_factory=dict)
+@method_settings("bert-kd")
+class KDSettings(TransformerSettings):
+    """The student's settings: the Transformer's or the RNN's, and the distillation's."""
 
 
 class KDStudent(EncoderDecoder):

@@ -24,7 +24,6 @@ never masked, and the predicted length counts the tokens between them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -41,10 +40,8 @@ from nmtbench.methods.transformer import (
     fairseq_init,
     reorder,
 )
-from nmtbench.models.contract import Batch, Losses, Method, Model, Progress
+from nmtbench.models.contract import Batch, Losses, Method, Model, Progress, method_settings
 from nmtbench.models.losses import label_smoothed_nll
-
-LENGTH_LOSS_WEIGHT = 0.1
 
 
 def target_sequence(batch: Batch, bos: int) -> torch.Tensor:
@@ -145,12 +142,9 @@ class ConditionalMaskedLM(Model):
         return reorder(state, index)
 
 
-@dataclass
+@method_settings("cmlm")
 class CMLMSettings(SizedSettings):
-    loss_weights: dict[str, float] = field(
-        default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})
-    src_bos: bool = False  # as the Transformer's
-    decoding: str = "nat"
+    """Mask-Predict's settings."""
 
 
 class CMLM(Method):
@@ -158,7 +152,6 @@ class CMLM(Method):
     non-causal Transformer decoder."""
 
     settings = CMLMSettings
-    decodings = ("nat",)
     parallel = ConditionalMaskedLM
     length_classes = 256
 

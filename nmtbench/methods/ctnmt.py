@@ -50,7 +50,6 @@ Details the excerpt of the paper leaves to us, and what we chose:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -76,6 +75,7 @@ from nmtbench.models.contract import (
     Progress,
     constant,
     mark_pretrained,
+    method_settings,
 )
 from nmtbench.models.pretrained import check_vocab, load_model, model_config
 
@@ -193,25 +193,15 @@ class CTNMTModel(EncoderDecoder):
         return [ParamGroup("bert", own, scale), ParamGroup("nmt", rest)]
 
 
-@dataclass
+@method_settings("ctnmt")
 class CTNMTSettings(SizedSettings):
-    src_bert: str | None = None
-    tgt_bert: str | None = None  # the teacher of distillation into the decoder
-    distillation: bool = False
-    distill_alpha: float = 0.5  # alpha of Eq. 5
-    distill_teacher: str = "bert"  # the kind of checkpoint in the distilled side's role
-    distill_side: str = "encoder"
-    dynamic_switch: bool = False
-    rate_scheduling: bool = False
-    rate_peak: float = 0.1
-    rate_end: float = 0.5
+    """CTNMT's settings."""
 
 
 class CTNMT(Method):
     """A Transformer with a BERT on the source side and CTNMT's strategies."""
 
     settings = CTNMTSettings
-    checkpoint_roles = {"src_bert": "src", "tgt_bert": "tgt"}
     autoregressive = CTNMTModel
 
     @classmethod

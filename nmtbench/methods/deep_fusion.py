@@ -60,7 +60,7 @@ Details the paper leaves to us, and what we chose:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -69,7 +69,7 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
-from nmtbench.methods.cmlm import CMLM, LENGTH_LOSS_WEIGHT, ConditionalMaskedLM
+from nmtbench.methods.cmlm import CMLM, ConditionalMaskedLM
 from nmtbench.methods.transformer import (
     ACTIVATIONS,
     DecoderLayer,
@@ -81,7 +81,14 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Batch, Losses, Method, Progress, mark_pretrained
+from nmtbench.models.contract import (
+    Batch,
+    Losses,
+    Method,
+    Progress,
+    mark_pretrained,
+    method_settings,
+)
 from nmtbench.models.pretrained import check_vocab, load_model
 
 LOSSES = ("t", "twp", "tsp", "mlm")
@@ -465,32 +472,15 @@ def freeze_decoder(decoder: TransformerDecoder) -> None:
         p.requires_grad_(".cross_attn" in name)
 
 
-@dataclass
+@method_settings("deep-fusion")
 class DeepFusionSettings(SizedSettings):
-    unread = frozenset({"encoder_layers"})  # the encoder is the pre-trained model
-    loss_weights: dict[str, float] = field(
-        default_factory=lambda: {"length": LENGTH_LOSS_WEIGHT})  # under nat (the CMLM's)
-    decoding: str = "at"
-    src_bert: str | None = None
-    group_size: int = 2  # M
-    losses: list[str] = field(default_factory=lambda: list(LOSSES))
-    partitioned: bool = True
-    freeze_ptm: bool = False
-    ptm_pretrained: bool = True
-    coordinator_ffn_dim: int | None = None  # None: the PTM's width
-    mask_prob: float = 0.15
-    decoder_init: str | None = None  # a target-side BERT or GPT-2 the decoder starts from
-    freeze_decoder: bool = False
-    vocabulary: str = "sides"  # a checkpoint's name: both sides read its WordPiece (the plan's)
-    share_embeddings: bool = False  # the PTM's word embeddings are the decoder's (docstring)
+    """Deep fusion's settings (no `encoder_layers`: the encoder is the pre-trained model)."""
 
 
 class DeepFusion(Method):
     """A BERT as the encoder, the layer-wise coordinator and a decoder of N layers."""
 
     settings = DeepFusionSettings
-    checkpoint_roles = {"src_bert": "src", "decoder_init": "tgt"}
-    decodings = ("at", "nat")
     autoregressive = DeepFusionModel
     parallel = DeepFusionCMLM
 

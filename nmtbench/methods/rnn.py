@@ -19,8 +19,7 @@ student's soft-target term) through the decoder interface the Transformer's has:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -30,29 +29,26 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods.transformer import Encoded, EncoderDecoder
-from nmtbench.models.contract import Method, MethodSettings
+from nmtbench.models.contract import Method, MethodSettings, method_settings
 
 PARAM_INIT = 0.1  # OpenNMT-py's -param_init
 
 
-@dataclass
-class RNNConfig:
-    rnn_embed: int = 500
-    rnn_hidden: int = 500  # the decoder's; each encoder direction has half
-    rnn_layers: int = 2
+class RNNShape(Protocol):
+    """The RNN's sizes: the settings of the RNN, and of a BERT-KD student."""
+
+    rnn_embed: int
+    rnn_hidden: int  # the decoder's; each encoder direction has half
+    rnn_layers: int
 
 
-@dataclass
-class RNNSettings(MethodSettings, RNNConfig):
-    dropout: float = 0.3
-    label_smoothing: float = 0.1
-    max_positions: int = 1024  # beam search caps the output length by it
-    src_bos: bool = False
-    vocabulary: str = "sides"  # as the Transformer's (the workflow picks the tokenizers)
+@method_settings("rnn")
+class RNNSettings(MethodSettings):
+    """The RNN's settings."""
 
 
 class RNNEncoder(nn.Module):
-    def __init__(self, vocab: Vocab, cfg: RNNConfig, dropout: float):
+    def __init__(self, vocab: Vocab, cfg: RNNShape, dropout: float):
         super().__init__()
         if cfg.rnn_hidden % 2:
             raise InputError(f"rnn_hidden {cfg.rnn_hidden}: the bidirectional encoder halves "
@@ -81,7 +77,7 @@ class RNNEncoder(nn.Module):
 
 
 class RNNDecoder(nn.Module):
-    def __init__(self, vocab: Vocab, cfg: RNNConfig, dropout: float, max_positions: int):
+    def __init__(self, vocab: Vocab, cfg: RNNShape, dropout: float, max_positions: int):
         super().__init__()
         hidden = cfg.rnn_hidden
         self.max_positions = max_positions
@@ -120,7 +116,7 @@ class RNNDecoder(nn.Module):
         return self.output(self.drop(feed))
 
 
-def rnn_parts(cfg: RNNConfig, dropout: float, max_positions: int, src_vocab: Vocab,
+def rnn_parts(cfg: RNNShape, dropout: float, max_positions: int, src_vocab: Vocab,
               tgt_vocab: Vocab) -> tuple[RNNEncoder, RNNDecoder]:
     """Encoder and decoder, initialised as OpenNMT-py does (uniform, +-param_init)."""
     encoder = RNNEncoder(src_vocab, cfg, dropout)

@@ -30,7 +30,15 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError, TooLong
-from nmtbench.models.contract import Batch, Losses, Method, MethodSettings, Model, Progress
+from nmtbench.models.contract import (
+    Batch,
+    Losses,
+    Method,
+    MethodSettings,
+    Model,
+    Progress,
+    method_settings,
+)
 from nmtbench.models.losses import label_smoothed_nll
 
 
@@ -80,38 +88,30 @@ SIZES: dict[str, TransformerConfig] = {
 }
 
 
-@dataclass
-class SizedSettings(MethodSettings, TransformerConfig):
+class SizedSettings(MethodSettings):
     """Settings of a method with Transformer parts: `size` (default "base") picks a SIZES
     entry and any architecture field given overrides it."""
-
-    size: str = "base"
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SizedSettings:
         size = cfg.get("size", "base")
         if size not in SIZES:
             raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
-        sized = {f.name: getattr(SIZES[size], f.name) for f in fields(TransformerConfig)}
+        sized = {f.name: getattr(SIZES[size], f.name) for f in fields(TransformerConfig)
+                 if f.name in cls.keys()}
         return cls(**{**sized, **{k: cfg[k] for k in cls.keys() if k in cfg}})
 
     @property
     def architecture(self) -> TransformerConfig:
-        return TransformerConfig(**{f.name: getattr(self, f.name)
+        """The Transformer parts' shape (a field the method does not have: its size's)."""
+        size = SIZES[self.size]
+        return TransformerConfig(**{f.name: getattr(self, f.name, getattr(size, f.name))
                                     for f in fields(TransformerConfig)})
 
 
-@dataclass
+@method_settings("transformer")
 class TransformerSettings(SizedSettings):
-    # Read the source as BERT's [CLS] x [SEP] instead of fairseq's x </s> (here x [SEP]). Off, as
-    # in fairseq (on the toy world the difference was within seed noise: README, "Parity with
-    # fairseq"). The BERT methods always read [CLS] x [SEP], the input their BERT was trained on.
-    src_bos: bool = False
-    # "joint", or a checkpoint's name: both sides read one vocabulary (the workflow picks the
-    # tokenizer; the model only checks), which `share_embeddings` makes one table for
-    # encoder, decoder and output
-    vocabulary: str = "sides"
-    share_embeddings: bool = False
+    pass
 
 
 def sinusoids(n: int, d: int) -> torch.Tensor:

@@ -28,6 +28,8 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
+from nmtbench.workflow.method_registry import registered_methods
+from nmtbench.workflow.schema import schema_dataclass
 
 
 @dataclass
@@ -117,27 +119,32 @@ class Losses:
                 **self.stats}
 
 
-@dataclass
 class MethodSettings:
-    """Settings every method reads; each method extends it with its own fields (the
-    experiment-config keys it reads; any other key is the trainer's, or an error)."""
+    """Settings a method reads: the experiment-config keys of its entry in config/schema.yaml
+    (`$defs.methods`), the one place they are declared. A method's settings class is made a
+    dataclass of them by `method_settings`; a key it lacks is the trainer's, or an error."""
 
-    # weight of each named loss term of `Model.losses` (1 where not given)
-    loss_weights: dict[str, float] = field(default_factory=dict)
-
-    # fields a method inherits but never reads (AB-Net's and deep fusion's encoder is a
-    # pre-trained model, not `encoder_layers` Transformer layers): not settings of it, so the
-    # config refuses them instead of accepting and ignoring them
-    unread: ClassVar[frozenset[str]] = frozenset()
+    method: ClassVar[str]  # its entry in the schema
 
     @classmethod
     def keys(cls) -> set[str]:
-        return {f.name for f in fields(cls)} - cls.unread
+        return {f.name for f in fields(cls)}
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> MethodSettings:
         """The fields found in a resolved experiment config (other keys are ignored)."""
         return cls(**{k: cfg[k] for k in cls.keys() if k in cfg})
+
+
+def method_settings(name: str) -> Callable[[type], type]:
+    """A class decorator: the settings of the method registered as `name`, with the fields
+    of its schema entry (`$defs.methods.<name>`)."""
+
+    def declare(cls: type) -> type:
+        cls.method = name
+        return schema_dataclass("methods", name)(cls)
+
+    return declare
 
 
 @dataclass
@@ -317,10 +324,11 @@ class Method:
     and how to build its model. Never instantiated."""
 
     settings: ClassVar[type[MethodSettings]] = MethodSettings
-    # pre-trained checkpoint roles it loads (setting name -> the side whose tokenizer it reads)
+    # From its schema entry: the pre-trained checkpoint roles it loads (setting name -> the
+    # side whose tokenizer it reads; `x-checkpoint-side`) and the values of the setting
+    # `decoding` it accepts, its default first: at (beam search), nat (mask-predict); a method
+    # without the setting decodes `at`
     checkpoint_roles: ClassVar[dict[str, str]] = {}
-    # values of the setting `decoding` it accepts, its default first: at (beam search), nat
-    # (mask-predict); a method without the setting decodes `at`
     decodings: ClassVar[tuple[str, ...]] = ("at",)
     # settings naming another run whose checkpoint the model loads (config/schema.yaml marks
     # them `x-parent-run`; the trainer gets each as the run input of the same name) -> (the
@@ -331,6 +339,13 @@ class Method:
     # warm start subclasses an existing method and names a subclass of its model here
     autoregressive: ClassVar[type[Model]]
     parallel: ClassVar[type[Model]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "settings" in cls.__dict__:
+            info = registered_methods()[cls.settings.method]
+            cls.checkpoint_roles = dict(info.checkpoint_roles)
+            cls.decodings = info.decodings
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,

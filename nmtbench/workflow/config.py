@@ -20,7 +20,7 @@ from nmtbench.data.recipes import check_sources
 from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
-from nmtbench.workflow.papers import PAPERS_DIR, load_catalogue, load_yaml
+from nmtbench.workflow.papers import EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
 from nmtbench.workflow.plan import Plan, generated
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
@@ -130,7 +130,7 @@ def _check_experiments(config: dict[str, Any], plan: Plan, decode_schema: dict) 
     """Every experiment's method exists; each implemented one's settings (and the defaults)
     are its method's and the trainer's; then the runs it loads from."""
     implemented = plan.implemented
-    methods = set(implemented) | plan.catalogue.methods  # implemented, or named by the papers
+    methods = {*implemented, EXTERNAL, *plan.catalogue.planned}
     for name in config.get("experiments", {}):
         method = plan.experiments[name]["method"]
         if method not in methods:  # a typo would otherwise read as "not implemented"

@@ -1,16 +1,21 @@
-"""The implemented methods as planning sees them, read from `config/schema.yaml`
-(`$defs.methods`) without importing them: planning must not load torch. The classes
-(`methods.get_method`) are looked up only where a model is built; tests check both agree.
+"""The implemented methods, registered by their entries in `config/schema.yaml`
+(`$defs.methods`): each entry is a method's settings (its class's fields are made from them)
+and, under `x-class`, where its class is. Planning reads the entries without importing the
+classes (it must not load torch); `methods.get_method` imports a class where a model is built.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
+
+from nmtbench.workflow.schema import definitions
 
 CHECKPOINT_SIDE = "x-checkpoint-side"
 PARENT_RUN = "x-parent-run"
 SOFT_TARGETS = "x-soft-targets"
+CLASS = "x-class"  # "module:Class" of the method
 UNREAD = "x-unread"  # a method's entry: trainer settings it does not read -> why
 
 
@@ -27,6 +32,7 @@ class MethodInfo:
     # which its references such as #/$defs/name point into)
     teachers: tuple[str, ...] = ()  # settings naming a teacher run whose soft targets it reads
     unread: dict[str, str] = field(default_factory=dict)  # trainer settings it refuses -> why
+    cls: str = ""  # where its class is, "module:Class"
 
 
 def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
@@ -47,5 +53,12 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             schema={"type": "object", "properties": {**trainer, **properties},
                     "$defs": definitions},
             teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)),
-            unread=dict(unread))
+            unread=dict(unread),
+            cls=schema.get(CLASS, ""))
     return infos
+
+
+@functools.cache
+def registered_methods() -> dict[str, MethodInfo]:
+    """Each method of config/schema.yaml."""
+    return method_infos(definitions())

@@ -15,6 +15,7 @@ import jsonschema
 import yaml
 
 from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.workflow.method_registry import registered_methods
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.schema import Validator
 
@@ -30,6 +31,7 @@ def load_yaml(text: str) -> Any:
 
 PAPERS_DIR = Path(__file__).resolve().parents[2] / "papers"
 SCHEMA = "schema.yaml"
+EXTERNAL = "external"  # the method of rows a paper quotes from other work
 QUALITY = {name for name, metric in METRICS.items() if metric.quality}
 
 
@@ -112,7 +114,7 @@ class Catalogue:
     sources: dict[str, str] = field(default_factory=dict)
     papers: dict[str, dict[str, str]] = field(default_factory=dict)  # title, citation, source
     claims: list[Claim] = field(default_factory=list)
-    methods: set[str] = field(default_factory=set)  # every method name the schema knows
+    planned: set[str] = field(default_factory=set)  # methods papers need, not written yet
 
     def names(self) -> list[str]:
         return sorted(self.tables) + sorted(self.figures)
@@ -209,15 +211,21 @@ def _check_claims(path: Path, data: dict[str, Any]) -> None:
                              "column; name the columns the claim is about")
 
 
+def _settings(experiment: dict[str, Any]) -> dict[str, Any]:
+    """What makes an experiment the same one in two files: all but its description."""
+    return {k: v for k, v in experiment.items() if k != "description"}
+
+
 def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
-    """Load every `papers/*.yaml`; an experiment defined twice must be defined identically."""
+    """Load every `papers/*.yaml`; an experiment defined twice must have the same settings."""
     papers_dir = Path(papers_dir)
     schema_path = papers_dir / SCHEMA
     if not schema_path.is_file():
         raise InputError(f"{schema_path}: missing (the schema of the paper files)")
     schema = load_yaml(schema_path.read_text())
     validator = Validator(schema)
-    catalogue = Catalogue(methods=set(schema.get("$defs", {}).get("method", {}).get("enum", [])))
+    catalogue = Catalogue(planned=set(schema["$defs"]["method"].get("x-planned", [])))
+    methods = {*registered_methods(), EXTERNAL, *catalogue.planned}
     for path in sorted(papers_dir.glob("*.yaml")):
         if path.name == SCHEMA:
             continue
@@ -226,7 +234,11 @@ def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
         catalogue.papers[paper] = {k: data[k] for k in ("title", "citation", "source")
                                    if k in data}
         for name, spec in data["experiments"].items():
-            if name in catalogue.experiments and catalogue.experiments[name] != spec:
+            if spec["method"] not in methods:
+                raise InputError(f"{path}: key 'experiments.{name}.method': unknown method "
+                                 f"{spec['method']!r}; known: {', '.join(sorted(methods))}")
+            if (name in catalogue.experiments
+                    and _settings(catalogue.experiments[name]) != _settings(spec)):
                 raise InputError(f"{path}: key 'experiments.{name}': defined differently in "
                                  f"{catalogue.sources[name]}; use another name or the same "
                                  "settings")

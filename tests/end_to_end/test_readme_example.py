@@ -1,37 +1,82 @@
-"""The README's worked example of adding a method runs as written: its module builds, its
-model is bert-init's with two optimiser groups, and the BERT's rate ramps as documented."""
+"""The README's worked example of adding a method, done as written in a copy of the project:
+its three pieces (the module, the schema entry, a paper file) go where it says, the method
+contract picks the method up, and its smoke-run command trains it and reports its row."""
 
+from __future__ import annotations
+
+import json
+import os
 import re
+import shlex
+import shutil
+import subprocess
 import sys
-import types
 from pathlib import Path
 
-from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
+import pytest
 
-from nmtbench.data.tokenization import Vocab
-from nmtbench.models.contract import Progress
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 
-def example_module(monkeypatch) -> types.ModuleType:
-    section = README.read_text().split("### Worked example", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    module = types.ModuleType("nmtbench.methods.bert_slow")
-    monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look it up
-    exec(re.sub(r"(?m)^   ", "", code), module.__dict__)  # noqa: S102 (our own README)
-    return module
+def worked_example() -> tuple[str, list[str], list[str]]:
+    """The section's Python block, its YAML blocks and its shell command, unindented."""
+    text = (ROOT / "README.md").read_text().split("### Worked example", 1)[1].split("\n## ", 1)[0]
+    blocks = {"python": [], "yaml": [], "bash": []}
+    for indent, language, body in re.findall(r"(?m)^( *)```(\w+)\n(.*?)^\1```", text, re.S):
+        blocks[language].append(re.sub(rf"(?m)^{indent}", "", body))
+    (module,), yaml_blocks, (command,) = blocks["python"], blocks["yaml"], blocks["bash"]
+    return module, yaml_blocks, shlex.split(command.replace("\\\n", " "))
 
 
-def test_readme_example_method_builds_and_ramps_the_bert_rate(tmp_path, monkeypatch):
-    module = example_module(monkeypatch)
-    save_tiny_bert(tmp_path / "bert", mlm=False)
-    model = module.BertSlow.build({"size": "tiny", "src_bert": "bert", "bert_lr_scale": 0.05},
-                                  BERT_VOCAB, Vocab(23, 0, 1, 2, 3, 4),
-                                  {"src_bert": str(tmp_path / "bert")})
-    nmt, bert = model.param_groups()
-    assert {id(p) for p in bert.params} == {id(p) for p in model.encoder.bert.parameters()}
-    assert len(nmt.params) + len(bert.params) == len(list(model.trainable_parameters()))
-    assert bert.lr_scale(Progress(0, 100)) == 0.0
-    assert bert.lr_scale(Progress(25, 100)) == 0.025
-    assert bert.lr_scale(Progress(90, 100)) == 0.05 and nmt.lr_scale(Progress(0, 100)) == 1.0
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A copy of the project (code, configs, papers, tests) with the example added as the
+    README says; nothing of the original is changed."""
+    copy = shutil.copytree(ROOT, tmp_path / "project", ignore=shutil.ignore_patterns(
+        ".git", "data", "results", ".snakemake", "__pycache__", "*.egg-info", "benchmarks"))
+    module, (schema_entry, paper), _ = worked_example()
+    (copy / "nmtbench" / "methods" / "bert_slow.py").write_text(module)
+    schema = copy / "config" / "schema.yaml"
+    text = schema.read_text()
+    start = text.index("\n  methods:\n")  # its end: the next entry of $defs
+    end = re.compile(r"(?m)^  \S").search(text, start + len("\n  methods:\n")).start()
+    schema.write_text(text[:end] + schema_entry + text[end:])
+    (copy / "papers" / "bertslow.yaml").write_text(paper)
+    return copy
+
+
+def run(project: Path, command: list[str]) -> subprocess.CompletedProcess:
+    """`command` in the copy, which imports its own `nmtbench` (PYTHONPATH first)."""
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    if command[0] in ("snakemake", "python"):
+        command = [sys.executable, "-m", *command[1:]] if command[0] == "python" else \
+            [sys.executable, "-m", "snakemake", *command[1:]]
+    return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def test_readme_worked_example_adds_a_method_in_three_places(project):
+    # the method contract finds it through its schema entry alone (one case per decoding)
+    contract = run(project, ["python", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                             "tests/models/test_method_contract.py", "-k", "bert-slow"])
+    assert contract.returncode == 0, contract.stdout[-3000:]
+    assert re.search(r"\b(\d+) passed", contract.stdout).group(1) != "0"
+
+    _, _, command = worked_example()
+    result = run(project, command)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    tables = (project / "results" / "tables.md").read_text()
+    row = re.search(r"(?m)^\| bert-init, BERT 0\.05x \|(.*)$", tables)
+    assert row, tables[-2000:]
+    assert re.search(r"\d+\.\d+", row.group(1)), row.group(0)  # a BLEU, not "missing"
+
+    # its BERT's rate ramps from 0 to 0.05 of the rest's over the first half of training
+    (log,) = [config.parent / "train_log.jsonl"
+              for config in (project / "results" / "runs").rglob("config.json")
+              if json.loads(config.read_text())["experiment"].get("method") == "bert-slow"]
+    ratios = [r["lr_bert"] / r["lr_nmt"] for r in map(json.loads, log.read_text().splitlines())
+              if "lr_bert" in r and r["lr_nmt"] > 0]
+    assert ratios[0] < 0.05 and ratios == sorted(ratios)
+    assert ratios[-1] == pytest.approx(0.05)

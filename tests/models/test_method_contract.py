@@ -1,10 +1,11 @@
 """The method contract (`nmtbench.models.contract`): what every registered method must pass, as
 Hugging Face's ModelTesterMixin is for its models.
 
-A method gets these tests by registering in `nmtbench/methods/__init__.py` and declaring its
-variants in CASES below: one tiny experiment config per model it can build (a decoding, an optional
-pre-trained side, a freezing policy, an output mode...). Pre-trained checkpoint roles are
-filled with tiny random BERTs (the fixture `tiny_berts`, conftest.py) saved once per session.
+A method gets these tests by registering (its entry in config/schema.yaml): without variants of
+its own it is checked in one tiny config per decoding, every pre-trained checkpoint role filled
+with a tiny random BERT of its side (the fixture `tiny_berts`, conftest.py, saved once per
+session). CASES below adds variants: one tiny experiment config per model a method can build (a
+decoding, an optional pre-trained side, a freezing policy, an output mode...).
 
 Checked per case: it builds; output shapes; the loss is finite and falls over a few Adam steps
 on one tiny batch; frozen parameters get no gradient, do not move, and are exactly what the
@@ -12,7 +13,7 @@ run's checkpoint leaves out; incremental decoding equals the teacher-forced pass
 or predict/encode have the documented shapes (parallel); it implements one decoding protocol,
 not the other; a warm start from a trained model's checkpoint state fills every key and gives
 the same outputs; the optimiser groups hold every trainable parameter once and no frozen one.
-Per method: its settings dataclass, config keys, decodings and checkpoint roles agree.
+Per method: its class is where its entry says, and its settings are that entry's.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
 from tiny_checkpoints import BERT_VOCAB, TINY_BERTS
 
-from nmtbench import methods
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import source_positions
 from nmtbench.methods import get_method
@@ -44,7 +43,9 @@ from nmtbench.models.contract import (
     WarmStart,
 )
 from nmtbench.models.mask_predict import mask_predict
-from nmtbench.workflow.method_registry import method_infos
+from nmtbench.workflow.method_registry import registered_methods
+
+METHODS = registered_methods()
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,9 +55,9 @@ SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_la
          "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}
 FUSED = {"src_bert": TINY_BERTS["src_bert"], "drop_net": 0.0}
 
-# method -> variant -> its experiment config (on top of SMALL). Add your method's variants
-# here: every model its settings can build (AT/NAT, with and without each pre-trained side,
-# each kind of freezing, each output mode).
+# method -> variant -> its experiment config (on top of SMALL): every model its settings can
+# build (AT/NAT, with and without each pre-trained side, each kind of freezing, each output
+# mode). A method without an entry gets `automatic_cases`.
 CASES: dict[str, dict[str, dict[str, Any]]] = {
     "transformer": {
         "post-norm": {},
@@ -150,7 +151,23 @@ CASES: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
-CASE_IDS = [(name, variant) for name in methods.METHODS for variant in CASES.get(name, {})]
+SIDE_BERT = {"src": "src_bert", "tgt": "tgt_bert", "joint": "src_bert"}  # a side's tiny BERT
+
+
+def automatic_cases(name: str) -> dict[str, dict[str, Any]]:
+    """One case per decoding, every pre-trained checkpoint role filled with a tiny BERT."""
+    info = METHODS[name]
+    berts = {role: TINY_BERTS[SIDE_BERT[side]] for role, side in info.checkpoint_roles.items()}
+    if "decoding" not in info.keys:
+        return {"default": berts}
+    return {decoding: {**berts, "decoding": decoding} for decoding in info.decodings}
+
+
+def cases_of(name: str) -> dict[str, dict[str, Any]]:
+    return CASES.get(name) or automatic_cases(name)
+
+
+CASE_IDS = [(name, variant) for name in METHODS for variant in cases_of(name)]
 DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -> Model.decoding
 
 
@@ -159,13 +176,16 @@ DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -
 def config_of(name: str, variant: str) -> dict[str, Any]:
     keys = get_method(name).settings.keys()
     return {"method": name, **{k: v for k, v in SMALL.items() if k in keys},
-            **CASES[name][variant]}
+            **cases_of(name)[variant]}
 
 
 def build(name: str, variant: str, berts: dict[str, str], seed: int = 0) -> Model:
+    """The case's model, each checkpoint role's BERT the tiny one of its side."""
     torch.manual_seed(seed)
-    return get_method(name).build(config_of(name, variant), BERT_VOCAB, BERT_VOCAB,
-                                  pretrained=berts)
+    method = get_method(name)
+    pretrained = {role: berts[SIDE_BERT[side]] for role, side in method.checkpoint_roles.items()}
+    return method.build(config_of(name, variant), BERT_VOCAB, BERT_VOCAB,
+                        pretrained={**berts, **pretrained})
 
 
 def tiny_batch(model: Model) -> Batch:
@@ -234,62 +254,53 @@ def frozen_names(model: Model) -> set[str]:
     return {n for n, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad}
 
 
-# --- registration ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", list(methods.METHODS))
-def test_every_registered_method_has_a_contract_case(name):
-    assert CASES.get(name), (
-        f"method {name!r} is registered in nmtbench/methods/__init__.py but has no case in "
-        f"tests/models/test_method_contract.py: add CASES[{name!r}] = {{variant: tiny experiment "
-        "config} with one variant per model its settings build (decodings, optional "
-        "pre-trained sides, freezing, output modes), so the method contract checks it")
-
+# --- registration: the schema entry is the method's settings and says where its class is -----
 
 def test_cases_name_only_registered_methods():
-    assert set(CASES) <= set(methods.METHODS), sorted(set(CASES) - set(methods.METHODS))
+    assert set(CASES) <= set(METHODS), sorted(set(CASES) - set(METHODS))
 
 
-# --- per method: settings, keys, decodings, roles -------------------------------------------
-
-@pytest.mark.parametrize("name", list(methods.METHODS))
-def test_settings_are_a_dataclass_whose_fields_are_the_config_keys(name):
-    method = get_method(name)
+@pytest.mark.parametrize("name", list(METHODS))
+def test_the_class_is_where_the_entry_says_and_its_settings_are_the_entry(name):
+    method, info = get_method(name), METHODS[name]
     assert issubclass(method, Method)
     assert issubclass(method.settings, MethodSettings) and is_dataclass(method.settings)
-    unread = method.settings.unread  # inherited fields it never reads: not keys of it
-    assert unread <= {f.name for f in fields(method.settings)}
-    keys = {f.name for f in fields(method.settings)} - unread
-    assert method.settings.keys() == keys
-    # every key it lists, at its default, is accepted and read back as given
+    assert method.settings.method == name, (
+        f"{info.cls}: settings made from $defs.methods.{method.settings.method}, not {name}")
+    assert method.settings.keys() == info.keys == {f.name for f in fields(method.settings)}
+    assert method.decodings == info.decodings and method.checkpoint_roles == info.checkpoint_roles
+    assert set(method.decodings) <= set(DECODING_OF)
+    assert set(info.parent_runs) == set(method.parent_runs), (
+        "the settings marked x-parent-run (the trainer's init_from included) are the ones the "
+        "method says where to load")
+    # the defaults are the entry's; every key, at its default, is read back as given
     defaults = method.settings.from_config({})
-    given = {k: getattr(defaults, k) for k in keys}
+    for key, spec in info.schema["properties"].items():
+        if key in info.keys and "default" in spec:
+            assert getattr(defaults, key) == spec["default"], key
+    given = {k: getattr(defaults, k) for k in info.keys}
     read = method.settings.from_config({**given, "lr": 0.1, "max_epochs": 3})  # trainer's keys
-    assert {k: getattr(read, k) for k in keys} == given
-    for variant, cfg in CASES.get(name, {}).items():
-        assert set(cfg) <= keys, f"CASES[{name!r}][{variant!r}] sets keys {name} does not read"
-        if "size" in keys:  # a method with Transformer parts: the cases build them SMALL
-            assert set(SMALL) - unread <= keys
-
-
-@pytest.mark.parametrize("name", list(methods.METHODS))
-def test_decodings_and_checkpoint_roles_are_settings(name):
-    method = get_method(name)
-    keys = method.settings.keys()
-    assert method.decodings and set(method.decodings) <= set(DECODING_OF)
-    if "decoding" in keys:
-        assert method.settings.from_config({}).decoding == method.decodings[0]  # the default
-    else:
-        assert method.decodings == ("at",)
-    assert set(method.checkpoint_roles) <= keys
-    assert set(method.checkpoint_roles.values()) <= {"src", "tgt", "joint"}
-    decoded = {CASES[name][v].get("decoding", method.decodings[0]) for v in CASES.get(name, {})}
+    assert {k: getattr(read, k) for k in info.keys} == given
+    for variant, cfg in cases_of(name).items():
+        assert set(cfg) <= info.keys, f"CASES[{name!r}][{variant!r}] sets keys {name} lacks"
+    decoded = {cfg.get("decoding", method.decodings[0]) for cfg in cases_of(name).values()}
     assert decoded == set(method.decodings), f"CASES[{name!r}] must cover every decoding"
 
 
-@pytest.mark.parametrize("name", [n for n in methods.METHODS
+def test_a_settings_default_is_a_fresh_copy():
+    """Mutable defaults (loss weights, lists) are not shared between settings objects."""
+    settings = get_method("deep-fusion").settings
+    first = settings.from_config({})
+    first.losses.append("x")
+    first.loss_weights["length"] = 5
+    second = settings.from_config({})
+    assert "x" not in second.losses and second.loss_weights == {"length": 0.1}
+
+
+@pytest.mark.parametrize("name", [n for n in METHODS
                                   if "decoding" in get_method(n).settings.keys()])
 def test_a_decoding_the_method_does_not_list_is_an_input_error(name, tiny_berts):
-    variant = next(iter(CASES[name]))
+    variant = next(iter(cases_of(name)))
     cfg = {**config_of(name, variant), "decoding": "left-to-right"}
     with pytest.raises(InputError, match="decoding"):
         get_method(name).build(cfg, BERT_VOCAB, BERT_VOCAB, pretrained=tiny_berts)
@@ -305,7 +316,7 @@ def test_a_decoding_the_method_does_not_list_is_an_input_error(name, tiny_berts)
 def test_builds_the_model_class_and_protocol_of_its_decoding(name, variant, tiny_berts):
     method = get_method(name)
     model = build(name, variant, tiny_berts)
-    decoding = CASES[name][variant].get("decoding", method.decodings[0])
+    decoding = cases_of(name)[variant].get("decoding", method.decodings[0])
     assert isinstance(model, Model)
     assert isinstance(model.settings, method.settings)
     assert model.src_vocab == BERT_VOCAB and model.tgt_vocab == BERT_VOCAB
@@ -516,36 +527,3 @@ def test_warm_start_reports_what_it_did_not_fill_and_refuses_other_shapes(name, 
     other = {f"elsewhere.{key}": value for key, value in model.checkpoint_state().items()}
     with pytest.raises(InputError, match=r"^init_from: none of the checkpoint's \d+ weights "):
         model.warm_start(other)
-
-
-# --- the schema's view of each method (config/schema.yaml $defs.methods) --------------------
-
-def schema_methods() -> dict[str, Any] | None:
-    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
-    return schema.get("$defs", {}).get("methods")
-
-
-def test_the_schema_lists_the_registered_methods():
-    described = schema_methods()
-    assert described is not None, "config/schema.yaml has no $defs.methods"
-    assert set(described) == set(methods.METHODS)
-
-
-@pytest.mark.parametrize("name", list(methods.METHODS))
-def test_the_schema_describes_each_methods_settings(name):
-    described = schema_methods()
-    assert described is not None and name in described, f"$defs.methods.{name} is missing"
-    method = get_method(name)
-    properties = described[name].get("properties", {})
-    assert set(properties) == method.settings.keys()
-    sides = {key: p["x-checkpoint-side"] for key, p in properties.items()
-             if isinstance(p, dict) and "x-checkpoint-side" in p}
-    assert sides == method.checkpoint_roles
-    if "decoding" in properties:
-        assert tuple(properties["decoding"]["enum"]) == method.decodings  # default first
-    else:
-        assert method.decodings == ("at",)
-    # the settings naming parent runs: the schema's markers (the trainer's init_from
-    # included) are the ones whose weights the method says where to load
-    infos = method_infos(yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())["$defs"])
-    assert set(infos[name].parent_runs) == set(method.parent_runs)

@@ -28,9 +28,8 @@ from typing import Any
 
 from nmtbench.errors import InputError
 from nmtbench.workflow.method_registry import MethodInfo
-from nmtbench.workflow.papers import Catalogue
+from nmtbench.workflow.papers import EXTERNAL, Catalogue
 from nmtbench.workflow.plan.cells import (
-    EXTERNAL,
     NOT_IMPLEMENTED,
     Cell,
     bootstrap_file,

@@ -9,9 +9,6 @@ from typing import Any
 from nmtbench import layout
 from nmtbench.workflow.metric_registry import METRICS
 
-EXTERNAL = "external"
-
-
 NOT_IMPLEMENTED = "not implemented"
 
 

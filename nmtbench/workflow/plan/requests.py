@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import cached_property
 
 from nmtbench.errors import InputError
-from nmtbench.workflow.papers import Claim, Figure, Table
-from nmtbench.workflow.plan.cells import EXTERNAL, NOT_IMPLEMENTED, not_built
+from nmtbench.workflow.papers import EXTERNAL, Claim, Figure, Table
+from nmtbench.workflow.plan.cells import NOT_IMPLEMENTED, not_built
 
 
 class Requests:
