@@ -162,7 +162,7 @@ class FixedWork(torch.nn.Module):
     def encode(self, src):
         self.steps = 0
         state = self.model.encode(src)
-        if self.model.decoding == "mask_predict":
+        if self.model.algorithm == "mask_predict":
             lengths = torch.full_like(state["length_lprobs"], -1e4)
             lengths[:, OUTPUT - 1: OUTPUT - 1 + LENGTHS] = 0.0
             state = {**state, "length_lprobs": lengths}
@@ -192,7 +192,7 @@ def decoder(model: Model, device: torch.device):
 
     def decode(src: torch.Tensor) -> list[list[int]]:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            if model.decoding == "beam":
+            if model.algorithm == "beam":
                 return beam_search(fixed, src.to(device), beam=BEAM, vocab=v, max_len_a=0,
                                    max_len_b=OUTPUT)
             return mask_predict(fixed, src.to(device), length_beam=LENGTHS,

@@ -39,6 +39,7 @@ from nmtbench.fileio import read_lines, write_json
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.losses import label_smoothed_nll
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow.train_settings import inverse_sqrt_lr
 
@@ -85,7 +86,7 @@ def cap(rows: list[list[int]]) -> int:
 
 
 # --- training ---------------------------------------------------------------------------------
-def train_epoch_ours(cfg: dict, paths: dict, work: Path) -> tuple[float, int]:
+def train_epoch_ours(cfg: dict, paths: RunPaths, work: Path) -> tuple[float, int]:
     trainer = Trainer(work / "ours", {**cfg, "max_epochs": 1, "valid_bleu": False}, paths,
                       device="cpu")
     summary = trainer.run()
@@ -93,7 +94,7 @@ def train_epoch_ours(cfg: dict, paths: dict, work: Path) -> tuple[float, int]:
     return summary["seconds"], tokens
 
 
-def train_epoch_hf(cfg: dict, paths: dict, work: Path) -> tuple[float, int]:
+def train_epoch_hf(cfg: dict, paths: RunPaths, work: Path) -> tuple[float, int]:
     """The same epoch (batches, loss, Adam, schedule, clipping) on the FSMT model, a plain loop."""
     trainer = Trainer(work / "hf", {**cfg, "max_epochs": 1}, paths, device="cpu")
     hf = to_fsmt(trainer.model).train()  # the same initial weights
@@ -255,7 +256,8 @@ def main() -> None:
     import transformers
 
     run = json.loads(Path(args.transformer_run, "config.json").read_text())
-    cfg, paths = run["experiment"], run["paths"]
+    cfg, paths = run["experiment"], RunPaths.from_record(
+        run["paths"], str(Path(args.transformer_run, "config.json")))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         train = {}

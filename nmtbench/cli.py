@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nmtbench.errors import InputError
+from nmtbench.run_paths import RunPaths
 from nmtbench.workflow import decode_settings
 from nmtbench.workflow.decode_settings import at_least
 from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES, DETOK_LANGS
@@ -107,10 +108,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     from nmtbench.training.trainer import Trainer
 
     _threads(args.threads)
-    paths: dict[str, Any] = {k: getattr(args, k) for k in (
-        "train_src", "train_tgt", "valid_src", "valid_tgt", "src_tokenizer", "tgt_tokenizer")}
-    paths["pretrained"] = _named(args.pretrained, "--pretrained", "ROLE=DIRECTORY")
-    paths["inputs"] = _named(args.input, "--input", "NAME=PATH")
+    paths = RunPaths(args.train_src, args.train_tgt, args.valid_src, args.valid_tgt,
+                     args.src_tokenizer, args.tgt_tokenizer,
+                     pretrained=_named(args.pretrained, "--pretrained", "ROLE=DIRECTORY"),
+                     inputs=_named(args.input, "--input", "NAME=PATH"))
     summary = Trainer(args.run_dir, train_settings(args.config), paths, device=args.device).run()
     logging.info("training finished: %s", summary)
 
@@ -226,12 +227,12 @@ def _export_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from nmtbench.evaluation.evaluate import evaluate_run
+    from nmtbench.evaluation.evaluate import Decoded, Scoring, evaluate_run
 
-    metrics = evaluate_run(args.summary, args.run_config, args.split, args.hyp, args.ref,
-                           args.out, lowercase=args.lowercase, detok_lang=args.detok_lang,
-                           raw_ref_path=args.raw_ref, decode_info=args.info,
-                           compound_split=args.compound_split)
+    decoded = Decoded(args.hyp, args.summary, args.run_config, args.info)
+    scoring = Scoring(args.ref, args.lowercase, args.detok_lang, args.raw_ref,
+                      args.compound_split)
+    metrics = evaluate_run(decoded, args.split, scoring, args.out)
     logging.info("BLEU %s", metrics["bleu"])
 
 

@@ -14,6 +14,7 @@ from tiny_checkpoints import TINY_BERTS, save_tiny_bert
 
 from nmtbench.data.tokenization import train_wordpiece
 from nmtbench.data.toyworld import WorldConfig, generate
+from nmtbench.run_paths import RunPaths
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # as many workers as cores: torch's own threads on top of them would only wait on each
@@ -33,10 +34,10 @@ def toy_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def toy_paths(toy_dir):
-    """The trainer's `paths` for the toy corpus and its vocabularies."""
-    return {"train_src": str(toy_dir / "train.src"), "train_tgt": str(toy_dir / "train.tgt"),
-            "valid_src": str(toy_dir / "valid.src"), "valid_tgt": str(toy_dir / "valid.tgt"),
-            "src_tokenizer": str(toy_dir / "tok_src"), "tgt_tokenizer": str(toy_dir / "tok_tgt")}
+    """The trainer's paths for the toy corpus and its vocabularies."""
+    return RunPaths(str(toy_dir / "train.src"), str(toy_dir / "train.tgt"),
+                    str(toy_dir / "valid.src"), str(toy_dir / "valid.tgt"),
+                    str(toy_dir / "tok_src"), str(toy_dir / "tok_tgt"))
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nmtbench"
 # Bottom to top. A module may import from its own layer and the layers before it.
 LAYERS = {
     "base": ("nmtbench", "nmtbench.errors", "nmtbench.fileio", "nmtbench.records",
-             "nmtbench.layout", "nmtbench.provenance", "nmtbench.devices"),
+             "nmtbench.run_paths", "nmtbench.layout", "nmtbench.provenance", "nmtbench.devices"),
     "data": ("nmtbench.data",),
     "workflow": ("nmtbench.workflow",),
     "report": ("nmtbench.report",),

@@ -12,7 +12,7 @@ import torch
 
 from nmtbench import provenance
 from nmtbench.errors import InputError
-from nmtbench.evaluation.evaluate import evaluate_run
+from nmtbench.evaluation.evaluate import Decoded, Scoring, evaluate_run
 from nmtbench.evaluation.translate import translate_file
 from nmtbench.fileio import write_json
 from nmtbench.training.trainer import Trainer
@@ -63,9 +63,9 @@ def test_scores_only_hypotheses_of_the_training_in_the_run(toy_paths, toy_dir, t
     assert record[provenance.TRAINED] == provenance.training_digest(run)
 
     def score():
-        return evaluate_run(run / "train_summary.json", run / "config.json", "test", hyp,
-                            toy_dir / "test.tgt", tmp_path / "metrics.json", lowercase=False,
-                            detok_lang="en", decode_info=info)
+        return evaluate_run(Decoded(hyp, run / "train_summary.json", run / "config.json", info),
+                            "test", Scoring(toy_dir / "test.tgt", lowercase=False,
+                                            detok_lang="en"), tmp_path / "metrics.json")
 
     metrics = score()
     assert provenance.current(metrics, run)

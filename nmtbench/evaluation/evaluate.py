@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,38 +16,56 @@ from nmtbench.records import read_record
 TRAINING = ("seconds", "steps", "epochs", "device", "best_valid_loss", "train_pairs")
 
 
-def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
-                 hyp_path: str | Path, ref_path: str | Path, out_path: str | Path, *,
-                 lowercase: bool, detok_lang: str,
-                 raw_ref_path: str | Path | None = None,
-                 decode_info: str | Path | None = None,
-                 compound_split: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Decoded:
+    """A run's hypotheses of one split, and the run files that say what made them."""
+
+    hyp: str | Path
+    summary: str | Path  # the run's train_summary.json: parameter counts, training record
+    config: str | Path  # the run's config.json: its method
+    info: str | Path | None = None  # the decoding's record (copied into the metrics)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a dataset's outputs are scored: its references and the settings of its config."""
+
+    ref: str | Path  # tokenized, as the hypotheses are
+    lowercase: bool
+    detok_lang: str  # the Moses detokenizer's language before sacreBLEU
+    raw_ref: str | Path | None = None  # untokenized, for sacreBLEU, where the data has one
+    compound_split: bool = False  # hyphenated compounds split before tokenized BLEU
+
+
+def evaluate_run(decoded: Decoded, split: str, scoring: Scoring,
+                 out_path: str | Path) -> dict[str, Any]:
     """Tokenized BLEU against the tokenized reference; sacreBLEU on detokenized text; ROUGE.
 
     The hypotheses are word-level tokenized text (the target tokenizer's words); sacreBLEU
     sees them Moses-detokenized, and sees the raw reference when the dataset has one, else the
     detokenized tokenized reference. `compound_split` splits hyphenated compounds in both
-    before tokenized BLEU, as the papers scored WMT14 En-De. The run's train_summary.json
-    and config.json give its parameter counts, training record and method.
+    before tokenized BLEU, as the papers scored WMT14 En-De.
     """
-    summary = read_record(summary_path, ("params", *TRAINING))
-    config = read_record(config_path, ("experiment",))
-    decoded = read_record(decode_info) if decode_info else {}
+    summary = read_record(decoded.summary, ("params", *TRAINING))
+    config = read_record(decoded.config, ("experiment",))
+    info = read_record(decoded.info) if decoded.info else {}
+    hyp_path, ref_path = decoded.hyp, scoring.ref
     hyps = read_lines(hyp_path)
     refs = read_lines(ref_path)
     if len(hyps) != len(refs):
         raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
     if not refs:
         raise InputError(f"{hyp_path} and {ref_path} are empty: nothing to score")
-    raw_refs = read_lines(raw_ref_path) if raw_ref_path else detokenize(refs, detok_lang)
-    for_bleu = split_compounds if compound_split else (lambda line: line)
+    raw_refs = (read_lines(scoring.raw_ref) if scoring.raw_ref
+                else detokenize(refs, scoring.detok_lang))
+    for_bleu = split_compounds if scoring.compound_split else (lambda line: line)
     scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
-                  detokenize(hyps, detok_lang), raw_refs, lowercase=lowercase)
-    scores["compound_split"] = compound_split
-    trained = provenance.file_digest(summary_path)
-    if decode_info and decoded.get(provenance.TRAINED) != trained:
+                  detokenize(hyps, scoring.detok_lang), raw_refs, lowercase=scoring.lowercase)
+    scores["compound_split"] = scoring.compound_split
+    trained = provenance.file_digest(decoded.summary)
+    if decoded.info and info.get(provenance.TRAINED) != trained:
         raise InputError(f"{hyp_path} was decoded from another training than the one in "
-                         f"{summary_path} (or before it finished); delete it to decode again")
+                         f"{decoded.summary} (or before it finished); delete it to decode again")
     metrics = {
         "method": config["experiment"]["method"],
         "split": split,
@@ -54,7 +73,7 @@ def evaluate_run(summary_path: str | Path, config_path: str | Path, split: str,
         "rouge": rouge(hyps, refs),
         "params": summary["params"],
         "train": {k: summary[k] for k in TRAINING},
-        "decode": decoded,
+        "decode": info,
         provenance.TRAINED: trained,
         "hyp": provenance.file_digest(hyp_path),  # the bootstrap compares these hypotheses
     }

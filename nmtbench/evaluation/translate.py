@@ -22,6 +22,7 @@ from nmtbench.models.beam_search import beam_search
 from nmtbench.models.contract import Model
 from nmtbench.models.mask_predict import mask_predict
 from nmtbench.records import read_record
+from nmtbench.run_paths import RunPaths
 from nmtbench.workflow.decode_settings import DecodeSettings
 from nmtbench.workflow.train_settings import resumable
 
@@ -43,11 +44,12 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     if not config_path.exists():
         raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
     run = read_record(config_path, ("experiment", "paths", "inputs"))
-    cfg, paths, recorded = run["experiment"], run["paths"], run["inputs"]
+    cfg, recorded = run["experiment"], run["inputs"]
+    paths = RunPaths.from_record(run["paths"], str(config_path))
     if not isinstance(recorded, dict):
         raise InputError(f"{config_path}: key 'inputs' must be an object of digests")
-    src_tok = load_tokenizer(paths["src_tokenizer"])
-    tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+    src_tok = load_tokenizer(paths.src_tokenizer)
+    tgt_tok = load_tokenizer(paths.tgt_tokenizer)
     _check_decode_inputs(run_dir, config_path, paths, recorded)
 
     def check(path: Path, state: dict[str, Any]) -> None:
@@ -55,7 +57,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
 
     # frozen pre-trained weights are not in the run's checkpoints: they load from their own
     model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
-                                            paths.get("pretrained", {}))
+                                            paths.pretrained)
     if average_last > 0:
         found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
         if len(found) < average_last:
@@ -84,16 +86,13 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     return model, src_tok, tgt_tok, cfg
 
 
-# What decoding a run reads besides its own checkpoints (`paths` keys): its vocabularies and
-# the frozen pre-trained weights its checkpoints leave out
-DECODE_INPUTS = ("src_tokenizer", "tgt_tokenizer", "pretrained")
-
-
-def _check_decode_inputs(run_dir: Path, config_path: Path, paths: dict[str, Any],
+def _check_decode_inputs(run_dir: Path, config_path: Path, paths: RunPaths,
                          recorded: dict[str, str]) -> None:
-    """The tokenizers and pre-trained checkpoints are still those the run was trained with
-    (a retrained vocabulary of the same size would decode into other words, silently)."""
-    read = {key: paths[key] for key in DECODE_INPUTS if key in paths}
+    """What decoding reads besides the run's own checkpoints, its vocabularies and the frozen
+    pre-trained weights its checkpoints leave out, is still what the run was trained with (a
+    retrained vocabulary of the same size would decode into other words, silently)."""
+    read = {"src_tokenizer": paths.src_tokenizer, "tgt_tokenizer": paths.tgt_tokenizer,
+            "pretrained": paths.pretrained}
     for _, path in provenance.changed_inputs(recorded, read)[:1]:
         raise InputError(f"{path}: changed since {run_dir} was trained; {retrain(run_dir)}")
 
@@ -136,17 +135,17 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     the model decodes. `settings`: DecodeSettings fields, over its defaults. A line longer
     than the model's positions is an error naming it (`source`: where the lines are from)."""
     s = DecodeSettings.from_dict(settings)
-    if model.decoding == "beam":
+    if model.algorithm == "beam":
         def search(src: torch.Tensor) -> list[list[int]]:
             return beam_search(model, src, vocab=vocab, beam=s.beam, max_len_a=s.max_len_a,
                                max_len_b=s.max_len_b, lenpen=s.lenpen,
                                lenpen_form=s.lenpen_form)
-    elif model.decoding == "mask_predict":
+    elif model.algorithm == "mask_predict":
         def search(src: torch.Tensor) -> list[list[int]]:
             return mask_predict(model, src, length_beam=s.length_beam, iterations=s.iterations,
                                 vocab=vocab)
     else:
-        raise InputError(f"method decodes with {model.decoding!r}, which is not available")
+        raise InputError(f"method decodes with {model.algorithm!r}, which is not available")
     encoded = encode_sources(src_tok, lines, model.source_bos)
     limit = source_positions(model)
     for number, ids in enumerate(encoded, 1):
@@ -180,7 +179,7 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
 
 def search_settings(model: Model, settings: DecodeSettings) -> dict[str, Any]:
     """The decoding settings that apply to the model's search (the others are ignored)."""
-    return settings.search(parallel=model.decoding == "mask_predict")
+    return settings.search(parallel=model.algorithm == "mask_predict")
 
 
 def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path,
@@ -201,7 +200,7 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
                            source=str(src_path), **settings.as_dict())
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
-    return {"decoding": model.decoding, **search_settings(model, settings),
+    return {"algorithm": model.algorithm, **search_settings(model, settings),
             "batch_size": settings.batch_size,
             "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
                            else settings.checkpoint),

@@ -46,7 +46,7 @@ from nmtbench.methods.bert_kd_soft_targets import SOFT_IDS, SOFT_LOGPROBS
 from nmtbench.methods.bert_kd_soft_targets import load as load_soft_targets
 from nmtbench.methods.rnn import rnn_parts
 from nmtbench.methods.transformer import EncoderDecoder, Transformer, TransformerSettings
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
 from nmtbench.models.contract import (
     Batch,
     Losses,
@@ -92,7 +92,7 @@ class CMLMTeacher(Model):
     """A BERT with its masked-LM head over `[CLS] x [SEP] y [SEP]`: `predict` gives the
     log-probs at every target position; `losses` is the C-MLM objective."""
 
-    decoding = "none"
+    algorithm = "none"
     source_bos = True
 
     def __init__(self, bert: nn.Module, settings: TeacherSettings, src_vocab: Vocab,
@@ -188,7 +188,7 @@ class KDStudent(EncoderDecoder):
 
     settings: KDSettings
 
-    def attach_side_data(self, name: str, path: str, data: ParallelData,
+    def attach_side_data(self, name: str, path: str, data: Bitext,
                          tokenizer: Any) -> None:
         """The teacher's soft targets (the run input `soft_targets`), its top `top_k` of
         each target position."""

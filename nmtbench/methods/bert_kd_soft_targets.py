@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_path, write_json
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def copy_masks(length: int, copies: int = COPIES) -> torch.Tensor:
 
 
 @torch.no_grad()
-def teacher_topk(model: Any, data: ParallelData, top_k: int, max_tokens: int,
+def teacher_topk(model: Any, data: Bitext, top_k: int, max_tokens: int,
                  copies: int = COPIES, desc: str = "soft targets"
                  ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """For each pair of `data`, in order: the ids (n, K) and log-probs (n, K) of the teacher's
@@ -99,7 +99,7 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
     from safetensors.torch import save_file
 
     model, src_tok, tgt_tok, cfg = teacher
-    if getattr(model, "decoding", None) != "none" or not hasattr(model, "predict"):
+    if getattr(model, "algorithm", None) != "none" or not hasattr(model, "predict"):
         raise InputError(f"{run_dir}: not a teacher run (method {cfg.get('method')!r}; soft "
                          "targets come from a bert-kd-teacher run)")
     if top_k > model.tgt_vocab.size:
@@ -107,7 +107,7 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
     start = time.perf_counter()
     # a left-to-right teacher sees the masks left of a position: one masked position a copy
     copies = COPIES if model.settings.objective == "cmlm" else model.max_length
-    train_data = ParallelData.load(*train, src_tok, tgt_tok, src_bos=True)
+    train_data = Bitext.load(*train, src_tok, tgt_tok, src_bos=True)
     ids, lprobs = teacher_topk(model, train_data, top_k, max_tokens, copies,
                                desc=f"soft targets {out}")
     seconds = time.perf_counter() - start
@@ -118,7 +118,7 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
                 "vocab_digest": vocab_digest(tgt_tok), "teacher": str(run_dir)}
     with atomic_path(out) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
-    valid_data = ParallelData.load(*valid, src_tok, tgt_tok, src_bos=True)
+    valid_data = Bitext.load(*valid, src_tok, tgt_tok, src_bos=True)
     valid_ids, _ = teacher_topk(model, valid_data, 1, max_tokens, copies,
                                 desc="teacher accuracy (valid)")
     hits = sum(int((p[:, 0] == torch.tensor(t[1:])).sum()) for p, t in zip(valid_ids,
@@ -143,7 +143,7 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
     return summary
 
 
-def load(path: str | Path, data: ParallelData, tokenizer: Any, top_k: int) -> None:
+def load(path: str | Path, data: Bitext, tokenizer: Any, top_k: int) -> None:
     """Attach the soft targets of `path` to the training pairs of `data` (extras `soft_ids`
     and `soft_logprobs`, by line number): refused, one line, when made in another vocabulary,
     with fewer than `top_k` candidates, or for other targets than `data`'s."""

@@ -61,12 +61,12 @@ def sample_masks(content: torch.Tensor) -> torch.Tensor:
 
 
 class ConditionalMaskedLM(Model):
-    """The CMLM objective and the `Parallel` hooks (mask-predict) over an encoder whose
+    """The CMLM objective and the `NonAutoregressive` hooks (mask-predict) over an encoder whose
     output carries a LENGTH state (`Encoded.length`, scored against `encoder.embed_lengths`)
     and a decoder that sees every position: `decoder(tokens, encoded) -> logits`, the same
     as `decoder.project(decoder.states(tokens, encoded))`."""
 
-    decoding = "mask_predict"
+    algorithm = "mask_predict"
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module, settings: SizedSettings,
                  src_vocab: Vocab, tgt_vocab: Vocab, source_bos: bool, max_length: int):

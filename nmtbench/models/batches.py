@@ -50,7 +50,7 @@ def read_back_translations(src_path: str | Path, tgt_path: str | Path,
 
 
 @dataclass
-class ParallelData:
+class Bitext:
     """Encoded sentence pairs: source [CLS] x [SEP] or x [SEP] (`src_bos`), target
     [CLS] y [SEP]; each example's line number in its corpus (`lines`, the batch's `ids`), and
     per-example side data by name (`extras`, attached by line number, so that filtering
@@ -74,7 +74,7 @@ class ParallelData:
     @classmethod
     def load(cls, src_path: str | Path, tgt_path: str | Path, src_tok: PreTrainedTokenizerBase,
              tgt_tok: PreTrainedTokenizerBase, max_positions: int | None = None,
-             limit: int | None = None, src_bos: bool = True) -> ParallelData:
+             limit: int | None = None, src_bos: bool = True) -> Bitext:
         """Read, encode and (fairseq practice) drop pairs longer than max_positions, logged."""
         src_lines, tgt_lines = read_parallel(src_path, tgt_path)
         if limit is not None:
@@ -85,7 +85,7 @@ class ParallelData:
     @classmethod
     def encode(cls, src_lines: list[str], tgt_lines: list[str],
                src_tok: PreTrainedTokenizerBase, tgt_tok: PreTrainedTokenizerBase,
-               max_positions: int | None, name: str, src_bos: bool = True) -> ParallelData:
+               max_positions: int | None, name: str, src_bos: bool = True) -> Bitext:
         """Encode aligned lines, dropping (and logging) pairs longer than max_positions;
         `src_bos`: whether sources start with [CLS] (`nmtbench.data.tokenization.encode_sources`).
         No pair left is an error: a model would "finish" training on nothing (0 steps)."""
@@ -118,12 +118,12 @@ class ParallelData:
                 raise InputError(f"{where}: nothing for line {line + 1} of the corpus") from None
         self.extras[name] = values
 
-    def __add__(self, other: ParallelData) -> ParallelData:
+    def __add__(self, other: Bitext) -> Bitext:
         """Both corpora; `other`'s line numbers follow this one's."""
         if self.extras.keys() != other.extras.keys():
             raise InputError(f"cannot concatenate corpora with side data "
                              f"{sorted(self.extras)} and {sorted(other.extras)}")
-        return ParallelData(self.src + other.src, self.tgt + other.tgt, self.src_pad,
+        return Bitext(self.src + other.src, self.tgt + other.tgt, self.src_pad,
                             self.tgt_pad,
                             self.lines + [self.corpus_lines + i for i in other.lines],
                             self.corpus_lines + other.corpus_lines,

@@ -1,4 +1,4 @@
-"""Autoregressive decoding shared by every `decoding = "beam"` method.
+"""Autoregressive decoding shared by every `algorithm = "beam"` method.
 
 `beam_search` drives a model only through the contract's incremental hooks (`encode`,
 `decode_step`, `reorder_state`), so one implementation serves every autoregressive method and its

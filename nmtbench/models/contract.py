@@ -8,7 +8,7 @@ Two halves, so that no class carries hooks it cannot honour:
 - a `Model` is what `build` returns: an encoder and a decoder module joined by one of two
   shared classes, `nmtbench.methods.transformer.EncoderDecoder` (autoregressive: the
   `Autoregressive` hooks that `nmtbench.models.beam_search.beam_search` drives) or
-  `nmtbench.methods.cmlm.ConditionalMaskedLM` (parallel: the `Parallel` hooks of
+  `nmtbench.methods.cmlm.ConditionalMaskedLM` (parallel: the `NonAutoregressive` hooks of
   `nmtbench.models.mask_predict`). A method that needs its own objective, optimiser groups or warm
   start subclasses one of them and overrides `losses`, `param_groups` or `warm_start`.
 
@@ -39,7 +39,7 @@ class Batch:
     src: torch.Tensor  # (B, S) source ids, right-padded with the pad id
     tgt_in: torch.Tensor  # (B, T) [CLS] y_1 .. y_n, padded
     tgt_out: torch.Tensor  # (B, T) y_1 .. y_n [SEP], padded
-    ids: torch.Tensor  # (B,) each example's line number in its corpus (`ParallelData.lines`)
+    ids: torch.Tensor  # (B,) each example's line number in its corpus (`Bitext.lines`)
     # per-example side data by name (e.g. a teacher's soft targets), batch dimension first
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
@@ -166,7 +166,7 @@ def mark_pretrained(module: nn.Module) -> nn.Module:
 class Model(nn.Module):
     """Base of every built model: what the trainer calls."""
 
-    decoding: str  # "beam" (Autoregressive) or "mask_predict" (Parallel)
+    algorithm: str  # what decodes it: "beam" (Autoregressive) or "mask_predict" (NonAutoregressive)
     source_bos: bool  # sources read as [CLS] x [SEP] (a BERT) or x [SEP] (fairseq)
     src_vocab: Vocab
     tgt_vocab: Vocab
@@ -178,7 +178,7 @@ class Model(nn.Module):
 
     def attach_side_data(self, name: str, path: str, data: Any, tokenizer: Any) -> None:
         """Attach the run input `name` at `path` (side data by line number, e.g. a teacher's
-        soft targets) to the training pairs `data` (`ParallelData.attach`), read in the
+        soft targets) to the training pairs `data` (`Bitext.attach`), read in the
         target `tokenizer`'s ids. A model that takes none refuses it."""
         raise InputError(f"run input {name!r}: this model ({type(self).__name__}) takes no "
                          "side data")
@@ -300,7 +300,7 @@ class Autoregressive(Protocol):
 
 
 @runtime_checkable
-class Parallel(Protocol):
+class NonAutoregressive(Protocol):
     """Parallel decoding (mask-predict): `encode`'s state also holds "length_lprobs" (B, L),
     the log-probs of every target length."""
 

@@ -1,4 +1,4 @@
-"""Mask-predict decoding (Ghazvininejad et al. 2019) shared by every `decoding = "mask_predict"`
+"""Mask-predict decoding (Ghazvininejad et al. 2019) shared by every `algorithm = "mask_predict"`
 method, so CMLM, AB-Net and AB-Net-Enc are decoded by one implementation.
 
 The model is driven through three hooks: `encode(src)` returns a state whose
@@ -24,10 +24,10 @@ from __future__ import annotations
 import torch
 
 from nmtbench.data.tokenization import Vocab
-from nmtbench.models.contract import Parallel, evaluating, without_grad
+from nmtbench.models.contract import NonAutoregressive, evaluating, without_grad
 
 
-def mask_predict(model: Parallel, src: torch.Tensor, *, vocab: Vocab, length_beam: int,
+def mask_predict(model: NonAutoregressive, src: torch.Tensor, *, vocab: Vocab, length_beam: int,
                  iterations: int) -> list[list[int]]:
     """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S), in the
     target `vocab` (its BOS, EOS, pad and mask).
@@ -41,7 +41,7 @@ def mask_predict(model: Parallel, src: torch.Tensor, *, vocab: Vocab, length_bea
         return _decode(model, src, length_beam, iterations, vocab)
 
 
-def _decode(model: Parallel, src: torch.Tensor, K: int, T: int, vocab: Vocab
+def _decode(model: NonAutoregressive, src: torch.Tensor, K: int, T: int, vocab: Vocab
             ) -> list[list[int]]:
     bos, eos, pad, mask = vocab.bos, vocab.eos, vocab.pad, vocab.mask
     B, device = src.size(0), src.device

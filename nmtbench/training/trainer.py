@@ -43,6 +43,7 @@ from nmtbench.fileio import write_json
 from nmtbench.methods import get_method
 from nmtbench.models import checkpoints
 from nmtbench.models.contract import Model, adamw
+from nmtbench.run_paths import RunPaths
 from nmtbench.training import distributed
 from nmtbench.training.run_files import RunFiles, hold
 from nmtbench.training.training_data import TrainingData
@@ -58,27 +59,27 @@ class Trainer:
     """Trains one run in `run_dir` with `cfg` (the resolved experiment config) on `paths`
     (corpora, tokenizers, pre-trained checkpoints, run inputs), or resumes it."""
 
-    def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: dict[str, str],
+    def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: RunPaths,
                  device: str = "auto"):
         self.run_dir = Path(run_dir)
         self.cfg, self.paths = cfg, paths
         # other runs' outputs it trains with (`--input NAME=PATH`), by kind
         self.method = get_method(cfg["method"])
-        self.input_kinds = run_inputs.by_kind(paths.get("inputs", {}),
-                                              self.method.parent_runs, cfg)
+        self.input_kinds = run_inputs.by_kind(paths.inputs, self.method.parent_runs, cfg)
         self.tc = TrainConfig.from_dict(cfg)
-        self.inputs_digest = provenance.input_digests(paths)  # a resume must read the same
+        # what it reads, by content: a resume must read the same
+        self.inputs_digest = provenance.input_digests(paths.as_record())
         requested = resolve_device(device)
         self.world = distributed.join(requested)
         self.files = RunFiles(self.run_dir, self.world.is_main)
         self.ckpt_dir = self.files.ckpt_dir
         self.device = self.world.device(requested)
-        self.src_tok = load_tokenizer(paths["src_tokenizer"])
-        self.tgt_tok = load_tokenizer(paths["tgt_tokenizer"])
+        self.src_tok = load_tokenizer(paths.src_tokenizer)
+        self.tgt_tok = load_tokenizer(paths.tgt_tokenizer)
         torch.manual_seed(self.tc.seed)
         self.model: Model = self.method.build(cfg, vocab_of(self.src_tok),
                                               vocab_of(self.tgt_tok),
-                                              paths.get("pretrained", {})).to(self.device)
+                                              paths.pretrained).to(self.device)
         data = TrainingData(paths, self.src_tok, self.tgt_tok, self.tc, self.model)
         for kind, given in self.input_kinds:
             kind.load_data(data, given)
@@ -218,7 +219,7 @@ class Trainer:
             self._start_fresh()
         if self.world.is_main:  # only once the checkpoint is known to be this config's
             write_json(self.run_dir / "config.json", {"experiment": self.cfg,
-                                                      "paths": self.paths,
+                                                      "paths": self.paths.as_record(),
                                                       "inputs": self.inputs_digest})
         done = self.epoch > self.tc.max_epochs or bool(
             self.tc.max_updates and self.step >= self.tc.max_updates)

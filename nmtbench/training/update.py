@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from nmtbench.devices import autocast
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
 from nmtbench.models.contract import Model, ParamGroup, Progress
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import TrainConfig, learning_rate
@@ -45,7 +45,7 @@ class Updater:
         """Gradients are exchanged once per update, on the last batch this process adds."""
         return self.synced.no_sync() if self.synced is not None and not last else nullcontext()
 
-    def update(self, group: list[list[int]], data: ParallelData, step: int) -> dict[str, float]:
+    def update(self, group: list[list[int]], data: Bitext, step: int) -> dict[str, float]:
         """Update `step` + 1 over `group` (world size x update_freq batches of `data`, fewer
         at an epoch's end); its record. Raises Diverged before applying a bad update."""
         self.model.train()
@@ -74,7 +74,7 @@ class Updater:
                              if len(self.groups) > 1},
                 "lr": lr, "grad_norm": float(grad_norm)}
 
-    def _gradients(self, group: list[list[int]], data: ParallelData,
+    def _gradients(self, group: list[list[int]], data: Bitext,
                    progress: Progress) -> dict[str, float]:
         """Backward over this process's share of the group; the loss parts summed over all
         processes, weighted by target tokens (`nonfinite` counts non-finite losses)."""

@@ -11,14 +11,15 @@ from nmtbench.devices import autocast
 from nmtbench.evaluation.metrics import multi_bleu_perl
 from nmtbench.evaluation.translate import translate_lines
 from nmtbench.fileio import read_lines
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
 from nmtbench.models.contract import Model
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import TrainConfig
 
 
 @torch.no_grad()
-def validation_loss(model: Model, data: ParallelData, tc: TrainConfig, world: World,
+def validation_loss(model: Model, data: Bitext, tc: TrainConfig, world: World,
                     device: torch.device) -> float:
     """Mean per-token loss on the validation set (label-smoothed, like fairseq's); each
     process scores its share of the batches."""
@@ -37,12 +38,12 @@ def validation_loss(model: Model, data: ParallelData, tc: TrainConfig, world: Wo
 
 
 @torch.no_grad()
-def valid_bleu(model: Model, src_tok: Any, tgt_tok: Any, paths: dict[str, Any]) -> float:
+def valid_bleu(model: Model, src_tok: Any, tgt_tok: Any, paths: RunPaths) -> float:
     """Tokenized BLEU of greedy decoding (mask-predict: one length candidate) on the valid
     set (case-sensitive), like fairseq's --eval-bleu; the curve figures plot it against
     epochs or steps."""
     model.eval()
-    hyps = translate_lines(model, src_tok, tgt_tok, read_lines(paths["valid_src"]), beam=1,
+    hyps = translate_lines(model, src_tok, tgt_tok, read_lines(paths.valid_src), beam=1,
                            length_beam=1)
-    refs = read_lines(paths["valid_tgt"])
+    refs = read_lines(paths.valid_tgt)
     return multi_bleu_perl(lowercase=False).corpus_score(hyps, [refs]).score

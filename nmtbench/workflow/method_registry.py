@@ -16,6 +16,7 @@ CHECKPOINT_SIDE = "x-checkpoint-side"
 PARENT_RUN = "x-parent-run"
 SOFT_TARGETS = "x-soft-targets"
 CLASS = "x-class"  # "module:Class" of the method
+NOT_BUILT = "x-not-built"  # a setting's values that the papers use and no code serves yet
 UNREAD = "x-unread"  # a method's entry: trainer settings it does not read -> why
 
 
@@ -33,6 +34,8 @@ class MethodInfo:
     teachers: tuple[str, ...] = ()  # settings naming a teacher run whose soft targets it reads
     unread: dict[str, str] = field(default_factory=dict)  # trainer settings it refuses -> why
     cls: str = ""  # where its class is, "module:Class"
+    not_built: dict[str, frozenset] = field(default_factory=dict)  # setting -> values no
+    # code serves yet (`x-not-built`): an experiment using one is not implemented
 
 
 def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
@@ -54,7 +57,9 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
                     "$defs": definitions},
             teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)),
             unread=dict(unread),
-            cls=schema.get(CLASS, ""))
+            cls=schema.get(CLASS, ""),
+            not_built={key: frozenset(spec[NOT_BUILT]) for key, spec in properties.items()
+                       if NOT_BUILT in spec})
     return infos
 
 

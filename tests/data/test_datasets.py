@@ -296,7 +296,7 @@ def test_real_iwslt14_valid_set_normalised_and_wordpieced_in_order(tmp_path):
     """fairseq's 7283 valid pairs (tokenized, escaped) get the recipe's normalisation (escapes
     undone, lowercase) and bert-base-uncased's WordPiece, every line kept and in order."""
     from nmtbench.data.tokenization import decode, load_tokenizer
-    from nmtbench.models.batches import ParallelData
+    from nmtbench.models.batches import Bitext
 
     checkpoint = tmp_path / "bert-base-uncased"  # the vocabulary files of a hub snapshot
     checkpoint.mkdir()
@@ -317,7 +317,7 @@ def test_real_iwslt14_valid_set_normalised_and_wordpieced_in_order(tmp_path):
         assert sides[side][5] == html.unescape(lines[5]).lower()
         (tmp_path / f"valid.{side}").write_text("\n".join(sides[side]) + "\n")
     assert not any("&apos;" in line for line in sides["tgt"])
-    data = ParallelData.load(tmp_path / "valid.src", tmp_path / "valid.tgt", tokenizer,
+    data = Bitext.load(tmp_path / "valid.src", tmp_path / "valid.tgt", tokenizer,
                              tokenizer)
     assert len(data) == 7283
     for i in (0, 3641, 7282):  # first, middle, last: the same sentence comes back

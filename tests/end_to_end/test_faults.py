@@ -14,6 +14,7 @@ import shutil
 import stat
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.figure
@@ -28,6 +29,7 @@ from fabricated_runs import (
     make_plan,
     write_papers,
 )
+from train_cli import train_arguments
 
 from nmtbench import cli, layout
 from nmtbench.data.tokenization import train_wordpiece
@@ -37,6 +39,7 @@ from nmtbench.models import checkpoints
 from nmtbench.provenance import file_digest
 from nmtbench.report import figures
 from nmtbench.report.results import Results
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n_heads": 2,
@@ -52,10 +55,9 @@ class Killed(BaseException):
     """Stands for SIGKILL: nothing after it runs (not even `except Exception` handlers)."""
 
 
-def train(run: Path, cfg: dict, paths: dict, *more: str) -> int:
+def train(run: Path, cfg: dict, paths: RunPaths, *more: str) -> int:
     return cli.main(["train", "--run-dir", str(run), "--config", json.dumps(cfg),
-                     *(f"--{k.replace('_', '-')}={v}" for k, v in paths.items()),
-                     "--device", "cpu", *more])
+                     *train_arguments(paths), "--device", "cpu", *more])
 
 
 def decode(run: Path, toy_dir: Path, tmp_path: Path, *more: str) -> int:
@@ -189,7 +191,7 @@ def test_flipped_bytes_are_caught_when_decoding_averaging_and_warm_starting(
     corrupt(epoch)
     assert decode(run_copy, toy_dir, tmp_path, "--average-last", "2") == 2
     assert f"error: {epoch}: corrupt checkpoint" in one_error_line(capsys)
-    warm = {**toy_paths, "input": f"init_from={best}"}
+    warm = replace(toy_paths, inputs={"init_from": str(best)})
     assert train(tmp_path / "warm", CFG, warm) == 2
     assert one_error_line(capsys).startswith(f"error: init_from: {best}: corrupt checkpoint")
 

@@ -15,7 +15,7 @@ from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model
 from nmtbench.export.fsmt import EXPORTED, export_run, to_ctranslate2
 from nmtbench.fileio import read_lines
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
 from nmtbench.models.beam_search import beam_search
 from nmtbench.training.trainer import Trainer
 
@@ -37,7 +37,7 @@ def test_exported_model_gives_our_loss(exported, toy_paths):
     run, out = exported
     ours, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
     hf = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
-    data = ParallelData.load(toy_paths["valid_src"], toy_paths["valid_tgt"], src_tok, tgt_tok,
+    data = Bitext.load(toy_paths.valid_src, toy_paths.valid_tgt, src_tok, tgt_tok,
                              1024, src_bos=False)
     batch = data.collate(list(range(16)))
     with torch.no_grad():
@@ -58,7 +58,7 @@ def test_generate_returns_our_beam_search(exported, toy_paths):
     hf = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     v = ours.tgt_vocab
     compared = 0
-    lines = read_lines(toy_paths["valid_src"])
+    lines = read_lines(toy_paths.valid_src)
     for ids in encode_sources(src_tok, lines, bos=False):
         src = torch.tensor([ids])
         cap = int(1.2 * len(ids) + 10)
@@ -78,9 +78,9 @@ def test_tokenizer_encodes_sources_and_decodes_targets(exported, toy_paths):
     run, out = exported
     ours, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
     tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
-    lines = read_lines(toy_paths["valid_src"])[:8]
+    lines = read_lines(toy_paths.valid_src)[:8]
     assert tokenizer(lines)["input_ids"] == encode_sources(src_tok, lines, bos=False)
-    targets = read_lines(toy_paths["valid_tgt"])[:8]
+    targets = read_lines(toy_paths.valid_tgt)[:8]
     ids = [[tgt_tok.cls_token_id, *row, tgt_tok.sep_token_id]
            for row in tgt_tok(targets, add_special_tokens=False)["input_ids"]]
     assert tokenizer.batch_decode(ids, skip_special_tokens=True) == [
@@ -115,7 +115,7 @@ def test_ctranslate2_conversion_translates_as_we_do(exported, toy_paths, tmp_pat
                                         device="cpu", compute_type="float32")
     v = ours.tgt_vocab
     same = compared = 0
-    for ids in encode_sources(src_tok, read_lines(toy_paths["valid_src"]), bos=False):
+    for ids in encode_sources(src_tok, read_lines(toy_paths.valid_src), bos=False):
         cap = int(1.2 * len(ids) + 10)
         mine = beam_search(ours, torch.tensor([ids]), beam=5, vocab=v,
                            lenpen=1.0)[0]

@@ -20,8 +20,9 @@ from nmtbench.evaluation.translate import load_run_model
 from nmtbench.methods import bert_kd_soft_targets as soft_targets
 from nmtbench.methods import get_method
 from nmtbench.methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS, joined
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
 from nmtbench.models.contract import Batch
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 
 V = BERT_VOCAB
@@ -119,8 +120,8 @@ def test_copy_masks_mask_every_position_exactly_once():
         assert torch.equal(masks.sum(0), torch.ones(n, dtype=torch.long))
 
 
-def pair_data(paths: dict[str, str], tok, max_positions: int | None = None) -> ParallelData:
-    return ParallelData.load(paths["train_src"], paths["train_tgt"], tok, tok, max_positions)
+def pair_data(paths: dict[str, str], tok, max_positions: int | None = None) -> Bitext:
+    return Bitext.load(paths["train_src"], paths["train_tgt"], tok, tok, max_positions)
 
 
 def test_stored_top_k_is_that_of_a_forward_pass_with_the_position_masked(bert_dir, tmp_path):
@@ -150,8 +151,8 @@ def dump(bert_dir: Path, tmp_path: Path, paths: dict[str, str],
     run = tmp_path / "teacher"
     Trainer(run, {"method": "bert-kd-teacher", "bert": str(bert_dir), "objective": objective,
                   **TRAIN},
-            {**paths, "src_tokenizer": str(bert_dir), "tgt_tokenizer": str(bert_dir),
-             "pretrained": {"bert": str(bert_dir)}}, device="cpu").run()
+            RunPaths(**paths, src_tokenizer=str(bert_dir), tgt_tokenizer=str(bert_dir),
+                     pretrained={"bert": str(bert_dir)}), device="cpu").run()
     out = tmp_path / "soft.safetensors"
     summary = soft_targets.dump(load_run_model(run, device="cpu"), run,
                                 (paths["train_src"], paths["train_tgt"]),
@@ -180,7 +181,7 @@ def test_soft_targets_follow_their_pairs_through_length_filtering(bert_dir, tmp_
     other = tmp_path / "other.tgt"
     lines = Path(paths["train_tgt"]).read_text().splitlines()
     other.write_text("\n".join([lines[0] + " w50", *lines[1:]]) + "\n")
-    moved = ParallelData.load(paths["train_src"], other, tok, tok)
+    moved = Bitext.load(paths["train_src"], other, tok, tok)
     with pytest.raises(InputError, match="line 1 has"):
         soft_targets.load(out, moved, tok, top_k=8)
     vocab = tmp_path / "vocab.txt"  # the same size, one word another
@@ -238,8 +239,8 @@ def test_teacher_then_student_through_the_trainer(bert_dir, tmp_path):
     out = dump(bert_dir, tmp_path, paths)
     run = tmp_path / "student"
     Trainer(run, {"method": "bert-kd", **SMALL, **TRAIN, "alpha": 0.5, "temperature": 5.0},
-            {**paths, "src_tokenizer": str(bert_dir), "tgt_tokenizer": str(bert_dir),
-             "inputs": {"soft_targets": str(out)}}, device="cpu").run()
+            RunPaths(**paths, src_tokenizer=str(bert_dir), tgt_tokenizer=str(bert_dir),
+                     inputs={"soft_targets": str(out)}), device="cpu").run()
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     steps = [r for r in log if r["event"] == "train"]
     assert steps and all("bidi" in r for r in steps)

@@ -5,6 +5,7 @@ asymptotic distillation."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -265,8 +266,8 @@ def test_a_byte_level_gpt2_teaches_through_training_and_decoding(side, bert, toy
                   "distillation": True, "distill_teacher": "gpt2",
                   "distill_side": side, role: str(teacher), "max_tokens": 800, "lr": 0.003,
                   "warmup_updates": 5, "max_epochs": 1, "log_interval": 1, "seed": 3},
-            {**toy_paths, f"{short}_tokenizer": str(teacher),
-             "pretrained": {role: str(teacher)}}, device="cpu").run()
+            replace(toy_paths, **{f"{short}_tokenizer": str(teacher)},
+                    pretrained={role: str(teacher)}), device="cpu").run()
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     steps = [r for r in log if r["event"] == "train"]
     assert steps and all(r["distill_mse"] > 0 for r in steps)

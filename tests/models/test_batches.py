@@ -4,7 +4,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from nmtbench.errors import InputError
-from nmtbench.models.batches import ParallelData, read_parallel, token_batches
+from nmtbench.models.batches import Bitext, read_parallel, token_batches
 
 
 def write(path, data: bytes):
@@ -37,14 +37,14 @@ def test_non_utf8_names_file_and_line(tmp_path):
 def data(toy_dir):
     src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
-    return ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
+    return Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
 
 
 def test_long_pairs_are_dropped_and_counted(toy_dir, caplog):
     src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
-    full = ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
-    short = ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
+    full = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
+    short = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
                               max_positions=20)
     expected = sum(len(s) <= 20 and len(t) <= 20 for s, t in zip(full.src, full.tgt, strict=False))
     assert len(short) == expected < len(full)
@@ -56,7 +56,7 @@ def test_a_max_positions_that_drops_every_pair_stops_with_one_line(toy_dir):
     src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     with pytest.raises(InputError) as err:
-        ParallelData.load(toy_dir / "valid.src", toy_dir / "valid.tgt", src_tok, tgt_tok,
+        Bitext.load(toy_dir / "valid.src", toy_dir / "valid.tgt", src_tok, tgt_tok,
                           max_positions=4)
     assert str(err.value) == (f"{toy_dir / 'valid.src'}: all 40 pairs are longer than "
                               "max_positions (4 tokens); raise the setting max_positions")
@@ -67,7 +67,7 @@ def test_empty_parallel_files_stop_with_one_line(toy_dir, tmp_path):
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     src, tgt = write(tmp_path / "a.src", b""), write(tmp_path / "a.tgt", b"")
     with pytest.raises(InputError, match=f"^{src}: no sentence pairs$"):
-        ParallelData.load(src, tgt, src_tok, tgt_tok)
+        Bitext.load(src, tgt, src_tok, tgt_tok)
 
 
 def test_batches_cover_every_example_once_within_the_token_budget(data):
@@ -106,7 +106,7 @@ def test_batches_order_by_source_then_target_and_count_the_decoder_input():
     """fairseq sorts by source length, then target length; an example takes as many tokens
     as its longer tensor: the source, or the decoder input ([CLS] y, one shorter than y's
     [CLS] y [SEP])."""
-    data = ParallelData(src=[[1, 5, 6, 2], [1, 5, 2], [1, 5, 2], [1, 5, 6, 2]],
+    data = Bitext(src=[[1, 5, 6, 2], [1, 5, 2], [1, 5, 2], [1, 5, 6, 2]],
                         tgt=[[1, 7, 2], [1, 7, 8, 9, 2], [1, 7, 8, 2], [1, 7, 8, 2]],
                         src_pad=0, tgt_pad=0)
     assert [i for b in data.batches(max_tokens=100) for i in b] == [2, 1, 0, 3]
@@ -122,7 +122,7 @@ def test_sources_start_with_cls_only_for_models_that_read_it(toy_dir, data):
     """fairseq's Transformer reads x </s>; a BERT reads [CLS] x [SEP]."""
     src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
-    plain = ParallelData.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
+    plain = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
                               src_bos=False)
     assert [s[1:] for s in data.src] == plain.src
     assert {s[0] for s in data.src} == {src_tok.cls_token_id}

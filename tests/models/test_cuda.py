@@ -28,6 +28,7 @@ from nmtbench.fileio import read_lines
 from nmtbench.methods import bert_kd_soft_targets as soft_targets
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -59,10 +60,10 @@ def test_every_method_trains_and_decodes_in_bf16_on_cuda(name, variant, tiny_ber
     assert all(p.dtype == torch.float32 for p in model.parameters()), "autocast cast weights"
     v = BERT_VOCAB
     with bf16():
-        if model.decoding == "beam":
+        if model.algorithm == "beam":
             hyps = beam_search(model, batch.src, beam=2, vocab=v,
                                max_len_a=1.0, max_len_b=3)
-        elif model.decoding == "mask_predict":
+        elif model.algorithm == "mask_predict":
             hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, vocab=v)
         else:  # a teacher: no decoding of its own
             return
@@ -82,7 +83,7 @@ def test_a_run_trained_on_cuda_resumes_there_and_decodes_on_cpu(method, toy_path
     # one more epoch on the GPU: resumes from the checkpoint, not from scratch
     resumed = Trainer(run, {**cfg, "max_epochs": 3}, toy_paths, device="cuda").run()
     assert resumed["steps"] > first["steps"]
-    sources = read_lines(toy_paths["valid_src"])[:8]
+    sources = read_lines(toy_paths.valid_src)[:8]
     hyps = {}
     for device in ("cuda", "cpu"):
         model, src_tok, tgt_tok, _ = load_run_model(run, device=device)
@@ -101,8 +102,8 @@ def test_soft_targets_dump_on_cuda_equals_the_cpu_dump(tmp_path):
     paths = write_bert_corpus(tmp_path)
     run = tmp_path / "teacher"
     Trainer(run, {"method": "bert-kd-teacher", "bert": str(bert), **TRAIN},
-            {**paths, "src_tokenizer": str(bert), "tgt_tokenizer": str(bert),
-             "pretrained": {"bert": str(bert)}}, device="cuda").run()
+            RunPaths(**paths, src_tokenizer=str(bert), tgt_tokenizer=str(bert),
+                     pretrained={"bert": str(bert)}), device="cuda").run()
     summaries = {}
     for device in ("cuda", "cpu"):
         summaries[device] = soft_targets.dump(

@@ -38,7 +38,7 @@ from nmtbench.models.contract import (
     Method,
     MethodSettings,
     Model,
-    Parallel,
+    NonAutoregressive,
     Progress,
     WarmStart,
 )
@@ -168,7 +168,7 @@ def cases_of(name: str) -> dict[str, dict[str, Any]]:
 
 
 CASE_IDS = [(name, variant) for name in METHODS for variant in cases_of(name)]
-DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -> Model.decoding
+DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -> Model.algorithm
 
 
 # --- building -------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def outputs(model: Model, batch: Batch) -> list[torch.Tensor]:
     with torch.no_grad():
         if isinstance(model, Autoregressive):
             return [F.log_softmax(model(batch.src, batch.tgt_in).float(), dim=-1)]
-        if model.decoding == "none":  # a teacher: its predictions over the target
+        if model.algorithm == "none":  # a teacher: its predictions over the target
             return [model.predict(batch.src, batch.tgt_out)]
         state = model.encode(batch.src)
         tokens = torch.cat([batch.tgt_in, batch.tgt_out[:, -1:]], dim=1)
@@ -321,17 +321,17 @@ def test_builds_the_model_class_and_protocol_of_its_decoding(name, variant, tiny
     assert isinstance(model.settings, method.settings)
     assert model.src_vocab == BERT_VOCAB and model.tgt_vocab == BERT_VOCAB
     assert isinstance(model.source_bos, bool)
-    assert model.decoding == DECODING_OF[decoding]
+    assert model.algorithm == DECODING_OF[decoding]
     if decoding == "at":
         assert isinstance(model, method.autoregressive)
-        assert isinstance(model, Autoregressive) and not isinstance(model, Parallel)
+        assert isinstance(model, Autoregressive) and not isinstance(model, NonAutoregressive)
         assert model.max_positions > 0
     elif decoding == "none":  # trained, never decoded (a teacher): predicts masked targets
-        assert not isinstance(model, (Autoregressive, Parallel))
+        assert not isinstance(model, (Autoregressive, NonAutoregressive))
         assert callable(model.predict)
     else:
         assert isinstance(model, method.parallel)
-        assert isinstance(model, Parallel) and not isinstance(model, Autoregressive)
+        assert isinstance(model, NonAutoregressive) and not isinstance(model, Autoregressive)
         assert model.max_length > 0
 
 
@@ -346,7 +346,7 @@ def test_output_shapes(name, variant, tiny_berts):
             state = model.encode(batch.src)
             assert all(t.size(0) == B for t in state.values())
             assert model.decode_step(batch.tgt_in[:, 0], state).shape == (B, V)
-        elif model.decoding == "none":
+        elif model.algorithm == "none":
             lprobs = model.predict(batch.src, batch.tgt_out)
             assert lprobs.shape == (B, T, V)
             torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(B, T))
@@ -446,7 +446,7 @@ def test_decoding_hooks(name, variant, tiny_berts):
                                            full[:, t], rtol=0, atol=1e-5)
             hyps = beam_search(model, batch.src, beam=2, vocab=v,
                                max_len_a=1.0, max_len_b=3)
-        elif model.decoding == "none":  # no decoding: each pair's predictions are its own
+        elif model.algorithm == "none":  # no decoding: each pair's predictions are its own
             lprobs = model.predict(batch.src, batch.tgt_out)
             reordered = model.predict(batch.src[order], batch.tgt_out[order])
             real = batch.tgt_out[order] != v.pad
@@ -473,7 +473,7 @@ def test_source_positions_is_the_longest_source_the_pretrained_encoder_reads(nam
     Hugging Face's code: a source of that many tokens encodes, one more fails."""
     model = build(name, variant, tiny_berts).eval()
     limit = source_positions(model)
-    if model.decoding == "none" or limit is None:  # never decoded, or no pre-trained encoder
+    if model.algorithm == "none" or limit is None:  # never decoded, or no pre-trained encoder
         return
     v = BERT_VOCAB
 

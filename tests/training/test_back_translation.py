@@ -3,6 +3,7 @@ translation, and training on the first N synthetic pairs beside the parallel dat
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,8 +135,8 @@ def test_the_trainer_adds_the_first_bt_sentences_pairs_to_the_parallel_data(toy_
     extra pairs are the monolingual lines, in order, after the parallel ones."""
     mono_src = (toy_dir / "mono.src").read_text().splitlines()
     mono_tgt = (toy_dir / "mono.tgt").read_text().splitlines()
-    paths = {**toy_paths, "inputs": {"bt_src": _write(tmp_path / "bt.src", mono_src[:50]),
-                                     "bt_tgt": str(toy_dir / "mono.tgt")}}
+    paths = replace(toy_paths, inputs={"bt_src": _write(tmp_path / "bt.src", mono_src[:50]),
+                                       "bt_tgt": str(toy_dir / "mono.tgt")})
     plain = Trainer(tmp_path / "plain", CFG, toy_paths, device="cpu").train_data
     trainer = Trainer(tmp_path / "bt", {**CFG, "bt_sentences": 30}, paths, device="cpu")
     data = trainer.train_data
@@ -163,7 +164,7 @@ def test_decode_translates_only_the_first_max_lines(toy_dir, toy_paths, tmp_path
 
     assert decode(7) == 0, capsys.readouterr().err[-2000:]
     assert len(out.read_text().splitlines()) == 7
-    assert json.loads(info.read_text())["decoding"] == "beam"
+    assert json.loads(info.read_text())["algorithm"] == "beam"
     capsys.readouterr()
     assert decode(10**6) == 2
     assert capsys.readouterr().err.endswith(

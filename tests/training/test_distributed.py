@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_cli import train_arguments
 
 from nmtbench.models import checkpoints
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +24,9 @@ CFG = {"method": "transformer", "size": "tiny", "d_model": 32, "ffn_dim": 64, "n
 
 
 
-def torchrun(run_dir: Path, cfg: dict, toy_paths: dict) -> subprocess.CompletedProcess:
+def torchrun(run_dir: Path, cfg: dict, toy_paths: RunPaths) -> subprocess.CompletedProcess:
     """`torchrun --nproc-per-node 2 -m nmtbench train`, as the train rule launches it."""
-    arguments = [f"--{key.replace('_', '-')}={value}" for key, value in toy_paths.items()]
+    arguments = train_arguments(toy_paths)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            "2", "-m", "nmtbench", "train", "--run-dir", str(run_dir), "--config",
            json.dumps(cfg), *arguments, "--device", "cpu", "--threads", "2"]

@@ -4,6 +4,7 @@ concatenation, and checkpoints that leave frozen pre-trained weights out yet reb
 model for translation."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.models import checkpoints
-from nmtbench.models.batches import ParallelData
+from nmtbench.models.batches import Bitext
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow import run_inputs
 from nmtbench.workflow.config import check, load_config
@@ -53,7 +55,7 @@ def test_a_warm_started_run_begins_with_the_other_runs_weights(toy_paths, tmp_pa
     best = first / "checkpoints" / "best.pt"
     teacher = checkpoints.load(best)["model"]
 
-    inputs = {**toy_paths, "inputs": {"init_from": str(best)}}
+    inputs = replace(toy_paths, inputs={"init_from": str(best)})
     second = tmp_path / "second"
     start = weights_before_training(Trainer(second, {**CFG, "seed": 4}, inputs, device="cpu"))
     assert start.keys() == teacher.keys()
@@ -80,7 +82,7 @@ def test_a_resumed_run_does_not_warm_start_again(toy_paths, tmp_path):
     torch.set_num_threads(1)
     first = tmp_path / "first"
     Trainer(first, CFG, toy_paths, device="cpu").run()
-    inputs = {**toy_paths, "inputs": {"init_from": str(first / "checkpoints" / "best.pt")}}
+    inputs = replace(toy_paths, inputs={"init_from": str(first / "checkpoints" / "best.pt")})
     run = tmp_path / "run"
     Trainer(run, CFG, inputs, device="cpu").run()
     own = checkpoints.load(run / "checkpoints" / "last.pt")
@@ -96,7 +98,7 @@ def test_a_resumed_run_does_not_warm_start_again(toy_paths, tmp_path):
 def test_an_unknown_run_input_is_an_input_error(toy_paths, tmp_path):
     with pytest.raises(InputError, match="unknown run input 'teacher'; known: bt_src, bt_tgt, "
                                          "init_from, soft_targets, train_tgt$"):
-        Trainer(tmp_path / "run", CFG, {**toy_paths, "inputs": {"teacher": "x.pt"}}, "cpu")
+        Trainer(tmp_path / "run", CFG, replace(toy_paths, inputs={"teacher": "x.pt"}), "cpu")
 
 
 def test_a_model_without_side_data_refuses_soft_targets(toy_paths, tmp_path):
@@ -105,7 +107,7 @@ def test_a_model_without_side_data_refuses_soft_targets(toy_paths, tmp_path):
     soft.write_bytes(b"soft targets")
     with pytest.raises(InputError, match=r"^run input 'soft_targets': this model "
                                          r"\(EncoderDecoder\) takes no side data$"):
-        Trainer(tmp_path / "run", CFG, {**toy_paths, "inputs": {"soft_targets": str(soft)}},
+        Trainer(tmp_path / "run", CFG, replace(toy_paths, inputs={"soft_targets": str(soft)}),
                 "cpu")
 
 
@@ -129,9 +131,9 @@ def test_every_input_the_plan_gives_a_run_is_a_kind_the_trainer_takes(configfile
 
 # --- side data by line number --------------------------------------------------------------
 
-def encoded(toy_dir: Path, src: list[str], tgt: list[str], max_positions: int) -> ParallelData:
+def encoded(toy_dir: Path, src: list[str], tgt: list[str], max_positions: int) -> Bitext:
     src_tok, tgt_tok = (load_tokenizer(toy_dir / f"tok_{s}") for s in ("src", "tgt"))
-    return ParallelData.encode(src, tgt, src_tok, tgt_tok, max_positions, "corpus",
+    return Bitext.encode(src, tgt, src_tok, tgt_tok, max_positions, "corpus",
                                src_bos=False)
 
 
@@ -191,10 +193,10 @@ def test_a_frozen_bert_run_saves_no_bert_yet_translates_the_same_reloaded(method
     bert = tmp_path / "bert"
     save_tiny_bert(bert, seed=5)
     settings, frozen_prefixes = FROZEN_RUNS[method]
-    paths = {**write_bert_corpus(tmp_path), "src_tokenizer": str(bert),
-             "tgt_tokenizer": str(bert),
-             "pretrained": {role: str(bert) for role in ("src_bert", "tgt_bert")
-                            if role in settings}}
+    paths = RunPaths(**write_bert_corpus(tmp_path), src_tokenizer=str(bert),
+                     tgt_tokenizer=str(bert),
+                     pretrained={role: str(bert) for role in ("src_bert", "tgt_bert")
+                                 if role in settings})
     cfg = {**CFG, "method": method, "d_model": 16, "ffn_dim": 32, "max_positions": 64,
            "dropout": 0.0, **settings}
     trainer = Trainer(tmp_path / "run", cfg, paths, device="cpu")
@@ -213,7 +215,7 @@ def test_a_frozen_bert_run_saves_no_bert_yet_translates_the_same_reloaded(method
     assert loaded.state_dict().keys() == own.keys()
     for name, tensor in loaded.state_dict().items():
         assert torch.equal(tensor, own[name]), name
-    sources = Path(paths["valid_src"]).read_text().splitlines()
+    sources = Path(paths.valid_src).read_text().splitlines()
     kw = {"beam": 2, "length_beam": 2, "iterations": 2}
     assert (translate_lines(loaded, src_tok, tgt_tok, sources, **kw)
             == translate_lines(model, trainer.src_tok, trainer.tgt_tok, sources, **kw))

@@ -10,6 +10,7 @@ from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
 from nmtbench.errors import InputError
 from nmtbench.models import checkpoints
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr
 
@@ -99,12 +100,13 @@ def test_a_fresh_start_removes_what_an_earlier_training_left(toy_paths, tmp_path
 def test_resume_refuses_changed_inputs(toy_paths, tmp_path, changed):
     """Regenerated data or vocabularies: the finished checkpoint is not this run's (a resume
     would train 0 steps and report the old model)."""
-    inputs = {name: tmp_path / "inputs" / name for name in toy_paths}
+    given = {k: v for k, v in toy_paths.as_record().items() if isinstance(v, str)}
+    inputs = {name: tmp_path / "inputs" / name for name in given}
     inputs["train_src"].parent.mkdir()
     for name, path in inputs.items():
-        copy = shutil.copytree if os.path.isdir(toy_paths[name]) else shutil.copyfile
-        copy(toy_paths[name], path)
-    paths = {name: str(path) for name, path in inputs.items()}
+        copy = shutil.copytree if os.path.isdir(given[name]) else shutil.copyfile
+        copy(given[name], path)
+    paths = RunPaths(**{name: str(path) for name, path in inputs.items()})
     Trainer(tmp_path / "run", {**CFG, "max_epochs": 1}, paths, device="cpu").run()
     summary = (tmp_path / "run" / "train_summary.json").read_text()
     tokenizer = inputs[changed].is_dir()

@@ -64,6 +64,7 @@ class Requests:
             spec = {**spec, **self.overrides(dataset, experiment)}
             if self.config["datasets"][dataset].get("backtranslation"):
                 spec["back_translation"] = False  # the dataset holds the published corpus
-        if spec["method"] not in self.implemented or not_built(spec):
+        if spec["method"] not in self.implemented or not_built(spec,
+                                                                self.implemented[spec["method"]]):
             return NOT_IMPLEMENTED
         return "ok"
