@@ -24,6 +24,7 @@ from nmtbench.workflow.papers import EXTERNAL, PAPERS_DIR, load_catalogue, load_
 from nmtbench.workflow.plan import Plan, generated
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
+from nmtbench.workflow.run_inputs import SOFT_TARGETS, WARM_START
 from nmtbench.workflow.schema import Validator
 from nmtbench.workflow.train_settings import TrainConfig
 
@@ -302,7 +303,8 @@ def _check_parent_runs(config: dict[str, Any], plan: Plan) -> None:
     def visit(dataset: str, experiment: str, chain: list[str], where: str | None) -> None:
         settings = plan.train_settings(dataset, experiment)
         info = plan.implemented[plan.experiments[experiment]["method"]]
-        for key in (*info.parent_runs, *info.teachers):
+        for kind, key in [*((WARM_START, k) for k in info.parent_runs),
+                          *((SOFT_TARGETS, k) for k in info.teachers)]:
             if not settings.get(key):
                 continue
             # named at the first experiment's key: the chain starts there
@@ -312,12 +314,9 @@ def _check_parent_runs(config: dict[str, Any], plan: Plan) -> None:
             if parent not in plan.experiments or plan.status(parent, dataset) != "ok":
                 raise InputError(f"{here}: {parent!r} is not an implemented experiment on "
                                  f"dataset {dataset!r}")
-            decodings = plan.implemented[plan.experiments[parent]["method"]].decodings
-            if (key in info.teachers) != (decodings == ("none",)):
-                raise InputError(f"{here}: {parent!r} is not a teacher (a bert-kd-teacher "
-                                 "experiment)" if key in info.teachers else
-                                 f"{here}: {parent!r} is a teacher, whose weights no model "
-                                 "loads")
+            problem = kind.incompatible(plan.implemented[plan.experiments[parent]["method"]])
+            if problem:
+                raise InputError(f"{here}: {parent!r} {problem}")
             if parent in chain:
                 raise InputError(f"{here}: warm starts form a cycle "
                                  f"({' -> '.join([*chain, parent])})")

@@ -34,6 +34,7 @@ class MethodInfo:
     teachers: tuple[str, ...] = ()  # settings naming a teacher run whose soft targets it reads
     unread: dict[str, str] = field(default_factory=dict)  # trainer settings it refuses -> why
     cls: str = ""  # where its class is, "module:Class"
+    defaults: dict[str, Any] = field(default_factory=dict)  # its settings' defaults
     not_built: dict[str, frozenset] = field(default_factory=dict)  # setting -> values no
     # code serves yet (`x-not-built`): an experiment using one is not implemented
 
@@ -58,6 +59,8 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)),
             unread=dict(unread),
             cls=schema.get(CLASS, ""),
+            defaults={key: spec["default"] for key, spec in properties.items()
+                      if "default" in spec},
             not_built={key: frozenset(spec[NOT_BUILT]) for key, spec in properties.items()
                        if NOT_BUILT in spec})
     return infos

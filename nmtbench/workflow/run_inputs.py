@@ -21,6 +21,7 @@ from nmtbench import layout
 from nmtbench.errors import InputError
 
 if TYPE_CHECKING:
+    from nmtbench.workflow.method_registry import MethodInfo
     from nmtbench.workflow.plan import Cell, Plan
 
 
@@ -97,6 +98,10 @@ class Kind:
     def check_given(self, settings: Mapping[str, Any], given: Mapping[str, str]) -> None:
         """One line when a run with these settings lacks an input of this kind it needs."""
 
+    def incompatible(self, parent: MethodInfo) -> str | None:
+        """Why a run of the method `parent` cannot provide this kind (None: it can)."""
+        return None
+
     def load_data(self, data: Data, inputs: Mapping[str, str]) -> None:
         """Take in this kind's `inputs` (name -> path) before the first batch."""
 
@@ -150,10 +155,15 @@ class SoftTargets(Kind):
     names = ("soft_targets",)
 
     def resolve(self, plan: Plan, dataset: str, experiment: str) -> list[RunInput]:
-        settings = plan.train_settings(dataset, experiment)
-        return [RunInput("soft_targets", teacher, layout.SOFT_TARGETS,
-                         values={"top_k": settings.get("top_k", 8)})
+        info = plan.implemented[plan.experiments[experiment]["method"]]
+        top_k = plan.train_settings(dataset, experiment).get("top_k", info.defaults.get("top_k"))
+        return [RunInput("soft_targets", teacher, layout.SOFT_TARGETS, values={"top_k": top_k})
                 for key, teacher in plan.teacher_runs(dataset, experiment).items()]
+
+    def incompatible(self, parent: MethodInfo) -> str | None:
+        return None if parent.decodings == ("none",) else (
+            "is not a teacher (an experiment whose method is trained to give soft targets "
+            "and is never decoded)")
 
     def load_data(self, data: Data, inputs: Mapping[str, str]) -> None:
         data.attach_side_data("soft_targets", inputs["soft_targets"])
@@ -173,12 +183,19 @@ class WarmStart(Kind):
                          spec.get("seed_offset", 0))
                 for key, (cell, spec) in plan.parent_runs(dataset, experiment).items()]
 
+    def incompatible(self, parent: MethodInfo) -> str | None:
+        """A teacher's weights fit no other model (a warm start that fills none of a
+        model's weights is refused when training starts)."""
+        return "is a teacher, whose weights no model loads" if parent.decodings == (
+            "none",) else None
+
     def load_weights(self, trainer: Weights, inputs: Mapping[str, str]) -> None:
         for name, path in inputs.items():
             trainer.warm_start(name, path)
 
 
-KINDS: tuple[Kind, ...] = (SequenceDistillation(), BackTranslated(), SoftTargets(), WarmStart())
+WARM_START, SOFT_TARGETS = WarmStart(), SoftTargets()
+KINDS: tuple[Kind, ...] = (SequenceDistillation(), BackTranslated(), SOFT_TARGETS, WARM_START)
 
 
 def resolve(plan: Plan, dataset: str, experiment: str) -> dict[str, RunInput]:

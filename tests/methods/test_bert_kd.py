@@ -305,7 +305,8 @@ def test_a_student_trains_on_its_teachers_soft_targets_in_its_vocabulary():
 @pytest.mark.parametrize("mutate, message", [
     (lambda c: c["experiments"].update(bertkd_x={
         "method": "bert-kd", "teacher": {"experiment": "transformer-tiny"}}),
-     "'transformer-tiny' is not a teacher (a bert-kd-teacher experiment)"),
+     "'transformer-tiny' is not a teacher (an experiment whose method is trained to give "
+     "soft targets"),
     (lambda c: c["experiments"].update(bertkd_x={
         "method": "bert-kd", "teacher": {"experiment": "no-such-teacher"}}),
      "'no-such-teacher' is not an implemented experiment"),
