@@ -8,9 +8,12 @@ c = min(copies, n) times and copy r masks the positions j with j mod c = r, so o
 pass serves n / c positions (the authors' code: 7 copies; a left-to-right teacher, which would
 see the masks left of a position, gets one copy per position). One safetensors file holds every
 pair's rows, keyed by line number: `offsets` (lines + 1), `ids` (positions x K, int32) and
-`logprobs` (positions x K, float16); its metadata names K, the target vocabulary's digest and
-size, so that a student with another vocabulary is refused instead of learning from ids
-that mean other words.
+`logprobs` (positions x K, float16). Its one metadata entry (one, so that the file's bytes are
+the same each time it is written: safetensors writes several in any order) records what made
+it and what it holds: K, the target vocabulary's digest and size (a student with another
+vocabulary is refused instead of learning from ids that mean other words), the teacher's
+training and the training corpus (digests: a retrained teacher or a changed corpus makes the
+file stale, not silently used) and a digest of the tensors (an edited file is refused).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_path, write_json
 from nmtbench.models.batches import Bitext
@@ -33,12 +37,29 @@ log = logging.getLogger(__name__)
 
 COPIES = 7  # masked copies of a pair per forward pass (the authors' num_samples)
 SOFT_IDS, SOFT_LOGPROBS = "soft_ids", "soft_logprobs"  # the batch extras of soft targets
+RECORD = "soft_targets"  # the file's one metadata entry: its record as JSON
 
 
 def vocab_digest(tokenizer: Any) -> str:
     """A digest of a tokenizer's vocabulary (piece -> id), the soft targets' id space."""
     pieces = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
     return hashlib.sha256(pieces.encode()).hexdigest()
+
+
+def corpus_digest(src: str | Path, tgt: str | Path) -> str:
+    """A digest of a training corpus's two files, by content."""
+    both = f"{provenance.file_digest(src)} {provenance.file_digest(tgt)}"
+    return hashlib.sha256(both.encode()).hexdigest()
+
+
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """A digest of the soft targets' tensors (names, shapes, values)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].contiguous()
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
 
 
 def copy_masks(length: int, copies: int = COPIES) -> torch.Tensor:
@@ -114,10 +135,12 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
     lengths = torch.tensor([len(t) for t in ids])
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
     tensors = {"offsets": offsets, "ids": torch.cat(ids), "logprobs": torch.cat(lprobs)}
-    metadata = {"top_k": str(top_k), "vocab_size": str(model.tgt_vocab.size),
-                "vocab_digest": vocab_digest(tgt_tok), "teacher": str(run_dir)}
+    record = {"top_k": top_k, "vocab_size": model.tgt_vocab.size,
+              "vocab_digest": vocab_digest(tgt_tok), "teacher": str(run_dir),
+              provenance.TRAINED: provenance.training_digest(run_dir),
+              "corpus": corpus_digest(*train), "tensors": tensors_digest(tensors)}
     with atomic_path(out) as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
+        save_file(tensors, str(tmp), metadata={RECORD: json.dumps(record, sort_keys=True)})
     valid_data = Bitext.load(*valid, src_tok, tgt_tok, src_bos=True)
     valid_ids, _ = teacher_topk(model, valid_data, 1, max_tokens, copies,
                                 desc="teacher accuracy (valid)")
@@ -133,7 +156,8 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
                "valid_masked_accuracy": hits / max(sum(len(t) - 1 for t in valid_data.tgt), 1),
                "valid_positions": sum(len(t) - 1 for t in valid_data.tgt),
                "teacher": str(run_dir), "method": cfg.get("method"),
-               "objective": cfg.get("objective", "cmlm")}
+               "objective": cfg.get("objective", "cmlm"),
+               provenance.TRAINED: record[provenance.TRAINED]}
     if info is not None:
         write_json(info, summary)
     log.info("soft targets of %d pairs (%d positions, top %d): %.1f bytes a position, %.1f s "
@@ -145,22 +169,20 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
 
 def load(path: str | Path, data: Bitext, tokenizer: Any, top_k: int) -> None:
     """Attach the soft targets of `path` to the training pairs of `data` (extras `soft_ids`
-    and `soft_logprobs`, by line number): refused, one line, when made in another vocabulary,
-    with fewer than `top_k` candidates, or for other targets than `data`'s."""
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            offsets, ids, lprobs = (f.get_tensor(k) for k in ("offsets", "ids", "logprobs"))
-    except (OSError, SafetensorError) as err:
-        raise InputError(f"{path}: not a soft-targets file ({err})") from None
-    if meta.get("vocab_digest") != vocab_digest(tokenizer):
+    and `soft_logprobs`, by line number): refused, one line, when edited or damaged, made in
+    another vocabulary, with fewer than `top_k` candidates, or from another corpus than
+    `data`'s."""
+    offsets, ids, lprobs, record = _read(path)
+    if record.get("vocab_digest") != vocab_digest(tokenizer):
         raise InputError(f"{path}: made in another target vocabulary than the student's "
                          "(the student must read its teacher's vocabulary)")
-    if int(meta.get("top_k", 0)) < top_k:
-        raise InputError(f"{path}: holds the top {meta.get('top_k')} of each position, the "
+    if record.get("top_k", 0) < top_k:
+        raise InputError(f"{path}: holds the top {record.get('top_k')} of each position, the "
                          f"student asks for top_k {top_k}")
+    if data.files is None or record.get("corpus") != corpus_digest(*data.files):
+        raise InputError(f"{path}: made from another training corpus than "
+                         f"{' and '.join(data.files or ('this one',))}; write it again from "
+                         "the teacher (delete it and rerun)")
     lines = len(offsets) - 1
     by_line = {}
     for line, tgt in zip(data.lines, data.tgt, strict=True):
@@ -174,3 +196,31 @@ def load(path: str | Path, data: Bitext, tokenizer: Any, top_k: int) -> None:
         by_line[line] = (ids[start:end, :top_k], lprobs[start:end, :top_k])
     data.attach(SOFT_IDS, {k: v[0] for k, v in by_line.items()}, str(path))
     data.attach(SOFT_LOGPROBS, {k: v[1] for k, v in by_line.items()}, str(path))
+
+
+def _read(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """The file's tensors and record, checked against each other: the tensors are the ones
+    its record describes, the offsets index `ids`, every id lies in the vocabulary."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            record = json.loads((f.metadata() or {})[RECORD])
+            tensors = {k: f.get_tensor(k) for k in ("offsets", "ids", "logprobs")}
+    except (OSError, SafetensorError, KeyError, ValueError) as err:
+        raise InputError(f"{path}: not a soft-targets file of this version ({err}); write it "
+                         "again from the teacher (delete it and rerun)") from None
+    if not isinstance(record, dict) or record.get("tensors") != tensors_digest(tensors):
+        raise InputError(f"{path}: its tensors are not those it was written with (edited or "
+                         "damaged); write it again from the teacher (delete it and rerun)")
+    offsets, ids, lprobs = tensors["offsets"], tensors["ids"], tensors["logprobs"]
+    size = record.get("vocab_size")
+    if (offsets.dim() != 1 or len(offsets) < 1 or int(offsets[0]) != 0
+            or bool((offsets[1:] < offsets[:-1]).any()) or int(offsets[-1]) != len(ids)
+            or ids.dim() != 2 or lprobs.shape != ids.shape):
+        raise InputError(f"{path}: malformed (offsets and rows disagree); write it again")
+    if ids.numel() and (int(ids.min()) < 0 or not isinstance(size, int)
+                        or int(ids.max()) >= size):
+        raise InputError(f"{path}: holds ids outside the vocabulary of {size} pieces; write "
+                         "it again from the teacher")
+    return offsets, ids, lprobs, record

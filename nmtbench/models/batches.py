@@ -62,6 +62,7 @@ class Bitext:
     tgt_pad: int
     lines: list[int] | None = None  # None: 0, 1, ...
     corpus_lines: int | None = None  # lines read, before filtering (None: as many as kept)
+    files: tuple[str, str] | None = None  # the source and target files read (None: not files)
     extras: dict[str, list[torch.Tensor]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -79,8 +80,10 @@ class Bitext:
         src_lines, tgt_lines = read_parallel(src_path, tgt_path)
         if limit is not None:
             src_lines, tgt_lines = src_lines[:limit], tgt_lines[:limit]
-        return cls.encode(src_lines, tgt_lines, src_tok, tgt_tok, max_positions, str(src_path),
+        data = cls.encode(src_lines, tgt_lines, src_tok, tgt_tok, max_positions, str(src_path),
                           src_bos)
+        data.files = (str(src_path), str(tgt_path))
+        return data
 
     @classmethod
     def encode(cls, src_lines: list[str], tgt_lines: list[str],

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError
 from nmtbench.records import is_number, read_result
+from nmtbench.workflow.config import as_json
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.plan import Cell, Plan, bootstrap_file
 
@@ -16,10 +18,12 @@ BETTER, WORSE = "▲", "▼"
 
 class Results:
     """Reads the run outputs of a plan's cells from a results directory: only those still
-    made from what is there now (`nmtbench.provenance`): from the training in the run's
-    directory, a training whose inputs (data, tokenizers, pre-trained checkpoints, other runs'
-    outputs) have not changed since, and, for scores, the hypotheses in the run's directory.
-    The others are left out and listed in `stale`."""
+    made from what is there now (`nmtbench.provenance`) and described by the config: from the
+    training in the run's directory, trained with the settings the plan gives the run now, on
+    inputs (data, tokenizers, pre-trained checkpoints, other runs' outputs) unchanged since,
+    from runs it loads or learns from that are current themselves and files they made from
+    their current training, and, for scores, the hypotheses in the run's directory. The others
+    are left out and listed in `stale`."""
 
     def __init__(self, plan: Plan, results_dir: Path) -> None:
         self.plan = plan
@@ -27,6 +31,7 @@ class Results:
         self.stale: set[Path] = set()
         self._digests: dict[Path, str] = {}  # each file or directory digested once
         self._inputs_current: dict[Path, bool] = {}  # per run directory
+        self._runs_current: dict[tuple[str, str, int], bool] = {}
 
     def path(self, planned: str) -> Path:
         """Where a planned file ("results/runs/...") is in this results directory."""
@@ -83,7 +88,37 @@ class Results:
             hyp = self.path(cell.file(layout.HYP, seed, split=split))
             if hyp.is_file() and record["hyp"] != self._digest(hyp):
                 return False  # decoded again since it was scored
-        return self._inputs_unchanged(run_dir)
+        return self.run_current(cell, seed)
+
+    def run_current(self, cell: Cell, seed: int) -> bool:
+        """Is the training in the cell's run directory the one the config describes now?"""
+        key = (cell.dataset, str(cell.run), seed)
+        if key not in self._runs_current:
+            self._runs_current[key] = False  # while checked (the config refuses cycles)
+            self._runs_current[key] = self._run_current(cell, seed)
+        return self._runs_current[key]
+
+    def _run_current(self, cell: Cell, seed: int) -> bool:
+        run_dir = self.path(cell.run_dir(seed))
+        config = read_result(run_dir / Path(layout.RUN_CONFIG).name)
+        planned = json.loads(as_json(self.plan.run_settings(cell.dataset, str(cell.run), seed)))
+        if config is None or config.get("experiment") != planned:
+            return False  # trained with other settings than the config's now
+        if not self._inputs_unchanged(run_dir):
+            return False
+        for given in self.plan.run_inputs(cell.dataset, str(cell.run)).values():
+            if given.cell is None:
+                continue  # data: its digest is among the inputs'
+            provider_seed = seed + given.seed_offset
+            if not self.run_current(given.cell, provider_seed):
+                return False
+            if given.record is not None:  # made by the provider: from its current training?
+                record = read_result(self.path(given.cell.file(given.record, provider_seed,
+                                                                **given.values)))
+                provider = self.path(given.cell.run_dir(provider_seed))
+                if record is None or not provenance.current(record, provider):
+                    return False
+        return True
 
     def _inputs_unchanged(self, run_dir: Path) -> bool:
         """The run's inputs are what its finished training recorded (those still there: a

@@ -328,9 +328,11 @@ def _teachers_section(plan: Plan, results: Results) -> list[str]:
     rows = []
     for teacher, top_k in plan.teachers():
         for seed in plan.seeds:
-            info = read_result(results.path(teacher.file(layout.SOFT_TARGETS_INFO, seed,
-                                                          top_k=top_k)),
-                               keys=("objective",), numbers=SOFT_TARGETS_NUMBERS)
+            path = results.path(teacher.file(layout.SOFT_TARGETS_INFO, seed, top_k=top_k))
+            info = read_result(path, keys=("objective",), numbers=SOFT_TARGETS_NUMBERS)
+            if info is not None and not results.current(info, teacher, seed):
+                results.stale.add(path)  # from an earlier training of the teacher
+                info = None
             row = {"Teacher": f"{teacher.dataset}/{teacher.run}/seed{seed}",
                    "Objective": "-" if info is None else info["objective"]}
             if info is None:

@@ -39,6 +39,7 @@ class RunInput:
     dependency: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
     seed_offset: int = 0  # the providing run's seed is the run's own plus this
+    record: str | None = None  # the JSON beside it naming the training that made it
 
     def path(self, seed: int | str) -> str:
         return self._format(self.template, seed)
@@ -117,7 +118,8 @@ class SequenceDistillation(Kind):
 
     def resolve(self, plan: Plan, dataset: str, experiment: str) -> list[RunInput]:
         teacher = plan.distillation(dataset, experiment)
-        return [] if teacher is None else [RunInput("train_tgt", teacher, layout.DISTILL)]
+        return [] if teacher is None else [RunInput("train_tgt", teacher, layout.DISTILL,
+                                                    record=layout.DISTILL_INFO)]
 
     def load_data(self, data: Data, inputs: Mapping[str, str]) -> None:
         data.replace_targets(inputs["train_tgt"])
@@ -134,7 +136,8 @@ class BackTranslated(Kind):
         if back_translation is None:
             return []
         return [RunInput("bt_src", back_translation.reverse, layout.BACKTRANSLATE,
-                         values={"forward": dataset, "sentences": back_translation.sentences}),
+                         values={"forward": dataset, "sentences": back_translation.sentences},
+                         record=layout.BACKTRANSLATE_INFO),
                 RunInput("bt_tgt", None, plan.target_monolingual(dataset))]
 
     def check_given(self, settings: Mapping[str, Any], given: Mapping[str, str]) -> None:
@@ -157,7 +160,8 @@ class SoftTargets(Kind):
     def resolve(self, plan: Plan, dataset: str, experiment: str) -> list[RunInput]:
         info = plan.implemented[plan.experiments[experiment]["method"]]
         top_k = plan.train_settings(dataset, experiment).get("top_k", info.defaults.get("top_k"))
-        return [RunInput("soft_targets", teacher, layout.SOFT_TARGETS, values={"top_k": top_k})
+        return [RunInput("soft_targets", teacher, layout.SOFT_TARGETS, values={"top_k": top_k},
+                         record=layout.SOFT_TARGETS_INFO)
                 for key, teacher in plan.teacher_runs(dataset, experiment).items()]
 
     def incompatible(self, parent: MethodInfo) -> str | None:

@@ -11,6 +11,7 @@ import pytest
 from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
 
 from nmtbench import cli
+from nmtbench.report.results import Results
 
 pytestmark = pytest.mark.slow
 
@@ -260,3 +261,54 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     row = next(line for line in (tmp_path / "tables.md").read_text().splitlines()
                if "bert-frozen-500" in line and line.startswith("|"))
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
+
+
+def _children(plan) -> dict[str, tuple]:
+    """Per run-input name that another run provides: one (child cell, input) of the plan."""
+    found = {}
+    for dataset, run in plan.runs():
+        for name, given in plan.run_inputs(dataset, run).items():
+            if given.cell is not None and dataset == "toy":
+                found.setdefault(name, (plan.cell(dataset, run, "test"), given))
+    return found
+
+
+def test_a_report_by_hand_leaves_out_runs_the_config_no_longer_describes(smoke_run, tmp_path):
+    """A run whose settings changed in the config, or that loaded or learned from such a run,
+    or from a file its provider's current training did not make, is not current: `report`
+    run by hand shows none of their numbers (Snakemake would train them again)."""
+    copy = tmp_path / "copied"
+    shutil.copytree(smoke_run / "results" / "runs", copy / "runs")
+    plan = smoke_plan()
+    children = _children(plan)
+    assert {"init_from", "train_tgt", "soft_targets"} <= set(children), sorted(children)
+    results = Results(plan, copy)
+    assert all(results.run_current(child, 1) for child, _ in children.values())
+
+    for name, (child, given) in children.items():  # the provider's settings change
+        changed = tmp_path / f"{name}.yaml"
+        # the last word on the settings of the experiment the run is named after
+        changed.write_text("datasets: {toy: {overrides: {%s: {warmup_updates: 11}}}}\n"
+                           % given.cell.run)
+        now = smoke_plan(changed)
+        assert now.run_settings("toy", given.cell.run, 1)["warmup_updates"] == 11
+        assert not Results(now, copy).run_current(now.cell("toy", child.run, "test"), 1), name
+        assert Results(now, copy).run_current(plan.cell("toy", "transformer-tiny-500",
+                                                        "test"), 1)  # unrelated: still shown
+
+    for name in ("train_tgt", "soft_targets"):  # retrained, its earlier outputs kept
+        child, given = children[name]
+        summary = copy / given.cell.run_dir(1).removeprefix("results/") / "train_summary.json"
+        original = summary.read_text()
+        summary.write_text(original + "\n")
+        assert not Results(plan, copy).run_current(child, 1), name
+        summary.write_text(original)
+
+    teacher = children["soft_targets"][1].cell
+    summary = copy / teacher.run_dir(1).removeprefix("results/") / "train_summary.json"
+    summary.write_text(summary.read_text() + "\n")
+    out = tmp_path / "tables.md"
+    assert cli.main(["report", "--root", str(ROOT), "--results", str(copy), "--out", str(out),
+                     "--configfile", str(SMOKE)]) == 0
+    teachers = out.read_text().split("## Fine-tuned teachers", 1)[1].split("\n## ", 1)[0]
+    assert "missing" in teachers and "%" not in teachers, teachers

@@ -5,15 +5,20 @@ student's loss is Eq. 5 computed by hand."""
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import save_file
 from tiny_checkpoints import BERT_VOCAB, TOKENS, save_tiny_bert, write_bert_corpus
 from tiny_checkpoints import TINY_TRAINING as TRAIN
 from transformers import BertTokenizer
 
+from nmtbench import provenance
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model
@@ -182,13 +187,96 @@ def test_soft_targets_follow_their_pairs_through_length_filtering(bert_dir, tmp_
     lines = Path(paths["train_tgt"]).read_text().splitlines()
     other.write_text("\n".join([lines[0] + " w50", *lines[1:]]) + "\n")
     moved = Bitext.load(paths["train_src"], other, tok, tok)
-    with pytest.raises(InputError, match="line 1 has"):
+    with pytest.raises(InputError, match="made from another training corpus"):
         soft_targets.load(out, moved, tok, top_k=8)
     vocab = tmp_path / "vocab.txt"  # the same size, one word another
     vocab.write_text("\n".join(t if t != "w50" else "w500" for t in TOKENS) + "\n")
     BertTokenizer(str(vocab), do_lower_case=False).save_pretrained(str(tmp_path / "other"))
     with pytest.raises(InputError, match="another target vocabulary"):
         soft_targets.load(out, full, load_tokenizer(tmp_path / "other"), top_k=8)
+
+
+def test_soft_targets_are_refused_for_a_corpus_with_two_pairs_swapped(bert_dir, tmp_path):
+    """Equal-length pairs swapped: every line's length still fits, the content does not."""
+    paths = write_bert_corpus(tmp_path)
+    out = dump(bert_dir, tmp_path, paths)
+    tok = load_tokenizer(bert_dir)
+    for side in ("train_src", "train_tgt"):
+        lines = Path(paths[side]).read_text().splitlines()
+        first = next(i for i in range(1, len(lines))
+                     if len(lines[i].split()) == len(lines[0].split()) and lines[i] != lines[0])
+        lines[0], lines[first] = lines[first], lines[0]
+        Path(paths[side]).write_text("\n".join(lines) + "\n")
+        with pytest.raises(InputError, match="made from another training corpus"):
+            soft_targets.load(out, pair_data(paths, tok), tok, top_k=8)
+        lines[0], lines[first] = lines[first], lines[0]
+        Path(paths[side]).write_text("\n".join(lines) + "\n")
+    soft_targets.load(out, pair_data(paths, tok), tok, top_k=8)  # restored: taken
+
+
+def rewrite(path: Path, change) -> None:
+    """The file with its tensors changed by `change` (its record kept, or changed too)."""
+    with safe_open(str(path), framework="pt") as f:
+        record = json.loads(f.metadata()[soft_targets.RECORD])
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    change(tensors, record)
+    save_file(tensors, str(path), metadata={soft_targets.RECORD: json.dumps(record)})
+
+
+def test_edited_or_malformed_soft_targets_are_refused_in_one_line(bert_dir, tmp_path):
+    paths = write_bert_corpus(tmp_path)
+    out = dump(bert_dir, tmp_path, paths)
+    tok = load_tokenizer(bert_dir)
+    original = out.read_bytes()
+
+    def rotated(tensors, record):  # rows moved by one: every line reads its neighbour's
+        tensors["ids"] = torch.roll(tensors["ids"], 1, 0)
+
+    def out_of_range(tensors, record):  # and a record that vouches for them
+        tensors["ids"][0, 0] = -1 if tensors["ids"][0, 0] else record["vocab_size"]
+        record["tensors"] = soft_targets.tensors_digest(tensors)
+
+    def offsets_off(tensors, record):
+        tensors["offsets"][-1] += 1
+        record["tensors"] = soft_targets.tensors_digest(tensors)
+
+    def no_record(tensors, record):
+        record.clear()
+
+    for change, message in ((rotated, "not those it was written with"),
+                            (out_of_range, "ids outside the vocabulary"),
+                            (offsets_off, "malformed"), (no_record, "not those")):
+        out.write_bytes(original)
+        rewrite(out, change)
+        with pytest.raises(InputError, match=message) as err:
+            soft_targets.load(out, pair_data(paths, tok), tok, top_k=8)
+        assert str(err.value).startswith(f"{out}: ") and "\n" not in str(err.value)
+    out.write_bytes(b"not safetensors")
+    with pytest.raises(InputError, match="not a soft-targets file"):
+        soft_targets.load(out, pair_data(paths, tok), tok, top_k=8)
+
+
+def test_soft_targets_written_twice_are_the_same_bytes_and_name_their_training(bert_dir,
+                                                                                tmp_path):
+    """A digest of the file is of its content: the same teacher and corpus write the same
+    bytes (a finished student then resumes), in another process too; the file and its
+    summary record the teacher's training."""
+    paths = write_bert_corpus(tmp_path)
+    out = dump(bert_dir, tmp_path, paths)
+    again = tmp_path / "again.safetensors"
+    code = ("import sys; from nmtbench import cli; sys.exit(cli.main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, "soft-targets", "--run-dir",
+                             str(tmp_path / "teacher"), "--train-src", paths["train_src"],
+                             "--train-tgt", paths["train_tgt"], "--valid-src",
+                             paths["valid_src"], "--valid-tgt", paths["valid_tgt"], "--out",
+                             str(again), "--top-k", "8", "--device", "cpu"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert again.read_bytes() == out.read_bytes()
+    trained = provenance.training_digest(tmp_path / "teacher")
+    with safe_open(str(out), framework="pt") as f:
+        assert json.loads(f.metadata()[soft_targets.RECORD])[provenance.TRAINED] == trained
+    assert json.loads((tmp_path / "soft.json").read_text())[provenance.TRAINED] == trained
 
 
 def student(alpha: float, temperature: float = 2.0):
