@@ -62,8 +62,8 @@ class Bitext:
     tgt_pad: int
     lines: list[int] | None = None  # None: 0, 1, ...
     corpus_lines: int | None = None  # lines read, before filtering (None: as many as kept)
-    files: tuple[str, str] | None = None  # the source and target files read (None: not files)
     extras: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    files: tuple[str, str] | None = None  # the source and target files read (None: not files)
 
     def __post_init__(self) -> None:
         self.lines = list(range(len(self.src))) if self.lines is None else self.lines
@@ -126,11 +126,10 @@ class Bitext:
         if self.extras.keys() != other.extras.keys():
             raise InputError(f"cannot concatenate corpora with side data "
                              f"{sorted(self.extras)} and {sorted(other.extras)}")
-        return Bitext(self.src + other.src, self.tgt + other.tgt, self.src_pad,
-                            self.tgt_pad,
-                            self.lines + [self.corpus_lines + i for i in other.lines],
-                            self.corpus_lines + other.corpus_lines,
-                            {k: v + other.extras[k] for k, v in self.extras.items()})
+        return Bitext(self.src + other.src, self.tgt + other.tgt, self.src_pad, self.tgt_pad,
+                      self.lines + [self.corpus_lines + i for i in other.lines],
+                      self.corpus_lines + other.corpus_lines,
+                      {k: v + other.extras[k] for k, v in self.extras.items()})
 
     def batches(self, max_tokens: int, shuffle_seed: int | None = None,
                 multiple: int = 1, max_sentences: int = 0) -> list[list[int]]:

@@ -317,8 +317,7 @@ def test_real_iwslt14_valid_set_normalised_and_wordpieced_in_order(tmp_path):
         assert sides[side][5] == html.unescape(lines[5]).lower()
         (tmp_path / f"valid.{side}").write_text("\n".join(sides[side]) + "\n")
     assert not any("&apos;" in line for line in sides["tgt"])
-    data = Bitext.load(tmp_path / "valid.src", tmp_path / "valid.tgt", tokenizer,
-                             tokenizer)
+    data = Bitext.load(tmp_path / "valid.src", tmp_path / "valid.tgt", tokenizer, tokenizer)
     assert len(data) == 7283
     for i in (0, 3641, 7282):  # first, middle, last: the same sentence comes back
         words = decode(tokenizer, data.tgt[i])

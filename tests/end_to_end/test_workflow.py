@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
 
 from nmtbench import cli
@@ -288,8 +289,8 @@ def test_a_report_by_hand_leaves_out_runs_the_config_no_longer_describes(smoke_r
     for name, (child, given) in children.items():  # the provider's settings change
         changed = tmp_path / f"{name}.yaml"
         # the last word on the settings of the experiment the run is named after
-        changed.write_text("datasets: {toy: {overrides: {%s: {warmup_updates: 11}}}}\n"
-                           % given.cell.run)
+        changed.write_text(yaml.safe_dump(
+            {"datasets": {"toy": {"overrides": {given.cell.run: {"warmup_updates": 11}}}}}))
         now = smoke_plan(changed)
         assert now.run_settings("toy", given.cell.run, 1)["warmup_updates"] == 11
         assert not Results(now, copy).run_current(now.cell("toy", child.run, "test"), 1), name

@@ -37,8 +37,8 @@ def test_exported_model_gives_our_loss(exported, toy_paths):
     run, out = exported
     ours, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
     hf = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
-    data = Bitext.load(toy_paths.valid_src, toy_paths.valid_tgt, src_tok, tgt_tok,
-                             1024, src_bos=False)
+    data = Bitext.load(toy_paths.valid_src, toy_paths.valid_tgt, src_tok, tgt_tok, 1024,
+                       src_bos=False)
     batch = data.collate(list(range(16)))
     with torch.no_grad():
         nll = ours.losses(batch).stats["nll"]

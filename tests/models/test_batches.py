@@ -45,7 +45,7 @@ def test_long_pairs_are_dropped_and_counted(toy_dir, caplog):
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     full = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
     short = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
-                              max_positions=20)
+                        max_positions=20)
     expected = sum(len(s) <= 20 and len(t) <= 20 for s, t in zip(full.src, full.tgt, strict=False))
     assert len(short) == expected < len(full)
     assert f"dropped {len(full) - expected} of {len(full)}" in caplog.text
@@ -57,7 +57,7 @@ def test_a_max_positions_that_drops_every_pair_stops_with_one_line(toy_dir):
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     with pytest.raises(InputError) as err:
         Bitext.load(toy_dir / "valid.src", toy_dir / "valid.tgt", src_tok, tgt_tok,
-                          max_positions=4)
+                    max_positions=4)
     assert str(err.value) == (f"{toy_dir / 'valid.src'}: all 40 pairs are longer than "
                               "max_positions (4 tokens); raise the setting max_positions")
 
@@ -107,8 +107,8 @@ def test_batches_order_by_source_then_target_and_count_the_decoder_input():
     as its longer tensor: the source, or the decoder input ([CLS] y, one shorter than y's
     [CLS] y [SEP])."""
     data = Bitext(src=[[1, 5, 6, 2], [1, 5, 2], [1, 5, 2], [1, 5, 6, 2]],
-                        tgt=[[1, 7, 2], [1, 7, 8, 9, 2], [1, 7, 8, 2], [1, 7, 8, 2]],
-                        src_pad=0, tgt_pad=0)
+                  tgt=[[1, 7, 2], [1, 7, 8, 9, 2], [1, 7, 8, 2], [1, 7, 8, 2]],
+                  src_pad=0, tgt_pad=0)
     assert [i for b in data.batches(max_tokens=100) for i in b] == [2, 1, 0, 3]
     assert data.batches(max_tokens=8) == [[2, 1], [0, 3]]  # four tokens each, not five
 
@@ -123,7 +123,7 @@ def test_sources_start_with_cls_only_for_models_that_read_it(toy_dir, data):
     src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     plain = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
-                              src_bos=False)
+                        src_bos=False)
     assert [s[1:] for s in data.src] == plain.src
     assert {s[0] for s in data.src} == {src_tok.cls_token_id}
     assert {s[-1] for s in plain.src} == {src_tok.sep_token_id}

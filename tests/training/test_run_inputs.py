@@ -133,8 +133,7 @@ def test_every_input_the_plan_gives_a_run_is_a_kind_the_trainer_takes(configfile
 
 def encoded(toy_dir: Path, src: list[str], tgt: list[str], max_positions: int) -> Bitext:
     src_tok, tgt_tok = (load_tokenizer(toy_dir / f"tok_{s}") for s in ("src", "tgt"))
-    return Bitext.encode(src, tgt, src_tok, tgt_tok, max_positions, "corpus",
-                               src_bos=False)
+    return Bitext.encode(src, tgt, src_tok, tgt_tok, max_positions, "corpus", src_bos=False)
 
 
 def soft(line: int, length: int) -> torch.Tensor:
