@@ -426,6 +426,30 @@ def _params_arguments(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_params)
 
 
+def cmd_check(args: argparse.Namespace) -> None:
+    from nmtbench.evaluation.params import check_builds
+    from nmtbench.workflow.config import check, load_config
+
+    root = Path(args.root).resolve()
+    config = load_config([root / "config" / "config.yaml", *args.configfile])
+    plan = check(config, root / "config" / "schema.yaml", root / "papers")
+    built, left = check_builds(plan)
+    print(f"config ok: the models of {built} runs build"
+          + (f"; {len(left)} wait for their checkpoints' download: {', '.join(left)}"
+             if left else ""))
+
+
+def _check_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("check", help="check a config as the workflow does when it starts",
+                       description="Check the config and build every run's model from configs "
+                       "alone (no weights, no download), as snakemake does before its first "
+                       "job: a bad setting is one line naming the run.")
+    s.add_argument("--configfile", nargs="*", default=[],
+                   help="config files merged over config/config.yaml, as snakemake does")
+    s.add_argument("--root", default=".", help="the repository: config/ and papers/")
+    s.set_defaults(func=cmd_check)
+
+
 def cmd_snapshot(args: argparse.Namespace) -> None:
     from nmtbench import layout
     from nmtbench.models.pretrained import snapshot
@@ -547,7 +571,8 @@ def parser() -> argparse.ArgumentParser:
             _snapshot_arguments, _trim_arguments, _pretrain_arguments, _params_arguments,
             _decode_arguments, _export_arguments, _evaluate_arguments, _score_arguments,
             _report_arguments, _latency_arguments, _bootstrap_arguments, _buckets_arguments,
-            _download_arguments, _prepare_arguments, _monolingual_arguments):
+            _download_arguments, _prepare_arguments, _monolingual_arguments,
+            _check_arguments):
         arguments(sub)
     return p
 

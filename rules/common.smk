@@ -21,6 +21,29 @@ except InputError as err:
     print(f"config error: {err}", file=sys.stderr)
     sys.exit(1)
 
+
+
+onstart:
+    check_builds_at_start()
+
+
+def check_builds_at_start():
+    """Every run's model built from configs alone before the first job, so that a setting no
+    model can take stops the workflow now, not when its job starts after the jobs before it
+    (nmtbench.evaluation.params.check_builds). Torch is imported here, when the workflow
+    starts; never while Snakemake plans it (snakemake -n)."""
+    from nmtbench.evaluation.params import check_builds
+
+    try:
+        built, left = check_builds(PLAN)
+    except InputError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        sys.exit(1)
+    if left:
+        print(f"checked the models of {built} runs; {len(left)} are checked when their "
+              f"checkpoints are there: {', '.join(left)}", file=sys.stderr)
+
+
 # The config's names (datasets, experiments = runs, pre-training names) match the schema's
 # $defs.name, checked above; the wildcards take exactly that pattern, so no path a rule makes
 # or reads holds "..", "/" or a shell character where a name goes. A rule that narrows one

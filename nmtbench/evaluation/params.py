@@ -9,9 +9,10 @@ import torch
 from transformers import PretrainedConfig
 
 from nmtbench.data.tokenization import Vocab, load_tokenizer, vocab_of
+from nmtbench.errors import InputError
 from nmtbench.methods import get_method
 from nmtbench.models.contract import Model
-from nmtbench.models.pretrained import architecture, model_config
+from nmtbench.models.pretrained import UnknownArchitecture, architecture, model_config
 from nmtbench.workflow.config import pretrain_settings
 from nmtbench.workflow.plan import Plan
 from nmtbench.workflow.pretrain_settings import PretrainConfig
@@ -74,3 +75,24 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
     same)."""
     with torch.device("meta"):
         return build_model(plan, dataset, experiment).num_params()
+
+
+def check_builds(plan: Plan) -> tuple[int, list[str]]:
+    """Build every run the plan trains from configs alone (random weights on the meta
+    device: no storage, no download), so that a setting no model can be built with (a shape,
+    a group size that does not divide the pre-trained model's layers, a rate schedule out of
+    order...) is one line naming the run before any job starts, not when its job does. A run
+    on a checkpoint whose architecture is unknown until it is downloaded is left to its job.
+    Returns how many runs built, and the runs left."""
+    built, left = 0, []
+    with torch.device("meta"):
+        for dataset, run in plan.trained_runs():
+            try:
+                build_model(plan, dataset, run)
+            except UnknownArchitecture:
+                left.append(f"{dataset}/{run}")
+                continue
+            except InputError as err:
+                raise InputError(f"run {dataset}/{run}: {err}") from None
+            built += 1
+    return built, left

@@ -240,6 +240,9 @@ class BertKD(Transformer):
         if not 0 <= s.alpha <= 1 or s.temperature <= 0 or s.top_k < 1:
             raise InputError("bert-kd: alpha must lie in [0, 1], temperature be positive and "
                              "top_k at least 1")
+        if s.top_k > tgt_vocab.size:
+            raise InputError(f"bert-kd: top_k {s.top_k} exceeds the target vocabulary "
+                             f"({tgt_vocab.size} pieces)")
         if s.student == "rnn":  # Table 2: the RNN baseline's model (nmtbench/methods/rnn.py)
             encoder, decoder = rnn_parts(s, s.dropout, s.max_positions, src_vocab, tgt_vocab)
             model = cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, s.src_bos)

@@ -99,7 +99,11 @@ class SizedSettings(MethodSettings):
             raise InputError(f"unknown transformer size {size!r}; known: {', '.join(SIZES)}")
         sized = {f.name: getattr(SIZES[size], f.name) for f in fields(TransformerConfig)
                  if f.name in cls.keys()}
-        return cls(**{**sized, **{k: cfg[k] for k in cls.keys() if k in cfg}})
+        settings = cls(**{**sized, **{k: cfg[k] for k in cls.keys() if k in cfg}})
+        if settings.d_model % settings.n_heads:
+            raise InputError(f"d_model {settings.d_model} is not a multiple of n_heads "
+                             f"{settings.n_heads} (each head attends over d_model / n_heads)")
+        return settings
 
     @property
     def architecture(self) -> TransformerConfig:

@@ -48,6 +48,10 @@ KNOWN_CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
                           n_head=12)),
 }
 
+class UnknownArchitecture(InputError):
+    """A checkpoint whose architecture is known only once it is downloaded."""
+
+
 # Files a snapshot needs: config, vocabulary/tokenizer files and safetensors weights.
 SNAPSHOT_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
 
@@ -68,8 +72,8 @@ def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
     if name_or_dir in KNOWN_CONFIGS:
         model_type, settings = KNOWN_CONFIGS[name_or_dir]
         return AutoConfig.for_model(model_type, **settings)
-    raise InputError(f"checkpoint {name_or_dir!r}: no config.json there and no architecture "
-                     f"known offline (known: {', '.join(KNOWN_CONFIGS)})")
+    raise UnknownArchitecture(f"checkpoint {name_or_dir!r}: no config.json there and no "
+                              f"architecture known offline (known: {', '.join(KNOWN_CONFIGS)})")
 
 
 def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:

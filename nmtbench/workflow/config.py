@@ -123,7 +123,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
     _check_datasets(config, plan, definitions["decode"])
     _check_pretrained(config)
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
-    _check_runs(config, plan)
+    _check_runs(config, plan, definitions["seed"]["maximum"])
     return plan
 
 
@@ -221,11 +221,17 @@ def _check_pretrained(config: dict[str, Any]) -> None:
                                  f"{err}") from None
 
 
-def _check_runs(config: dict[str, Any], plan: Plan) -> None:
-    """Each run the requested tables need: its back-translation configured, and every
-    checkpoint and vocabulary it reads named by something the workflow can make."""
-    for dataset, run in plan.runs():
+def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
+    """Each run the DAG trains: its back-translation configured, the seeds of the runs it
+    loads valid, and every checkpoint and vocabulary it reads named by something the
+    workflow can make."""
+    for dataset, run in plan.trained_runs():
         plan.back_translation(dataset, run)  # configured where a run asks for it
+        for given in plan.run_inputs(dataset, run).values():
+            if given.seed_offset and max(config["seeds"]) + given.seed_offset > seed_max:
+                raise InputError(f"config key 'seeds': seed {max(config['seeds'])} plus the "
+                                 f"seed_offset {given.seed_offset} of run {dataset}/{run}'s "
+                                 f"{given.name} exceeds the largest seed, {seed_max}")
         vocabularies = {f"vocabulary ({side})": plan.vocabulary(dataset, run, side)[0]
                         for side in ("src", "tgt")}
         for role, name in {**plan.checkpoints(dataset, run), **vocabularies}.items():

@@ -608,3 +608,16 @@ def test_a_yaml_alias_of_a_mapping_is_refused_before_merging(tmp_path):
     overrides = merged["datasets"]["toy"]["overrides"]
     assert overrides["transformer-tiny"] == overrides["transformer"]
     assert overrides["transformer-tiny"] is not overrides["transformer"]
+
+
+def test_a_parent_run_seed_beyond_the_largest_seed_is_refused_at_planning(cfg):
+    """BERT-fused's encoder-as-BERT run loads a Transformer trained at seed + 1000: with the
+    largest seed that seed does not exist, refused before any job (not when it trains)."""
+    cfg["tables"] = ["bertfused2020.table6"]
+    cfg["seeds"] = [4294967295]
+    with pytest.raises(InputError, match=r"^config key 'seeds': seed 4294967295 plus the "
+                       r"seed_offset 1000 of run toy/\S+'s features_from exceeds the largest "
+                       r"seed, 4294967295$"):
+        nmtconfig.check(cfg, SCHEMA)
+    cfg["seeds"] = [4294966295]
+    nmtconfig.check(cfg, SCHEMA)

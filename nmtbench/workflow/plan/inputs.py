@@ -69,6 +69,20 @@ class RunInputPlanning:
         name the trainer knows it by (nmtbench.workflow.run_inputs: one kind each)."""
         return run_inputs.resolve(self, dataset, experiment)
 
+    def trained_runs(self) -> list[tuple[str, str]]:
+        """Every (dataset, run) the DAG trains: the requested tables' and figures' runs and
+        each run they load or learn from, however deep."""
+        found: set[tuple[str, str]] = set()
+        todo = list(self.runs())
+        while todo:
+            dataset, run = todo.pop()
+            if (dataset, run) not in found:
+                found.add((dataset, run))
+                todo += [(given.cell.dataset, str(given.cell.run))
+                         for given in self.run_inputs(dataset, run).values()
+                         if given.cell is not None]
+        return sorted(found)
+
     def back_translated_sentences(self, dataset: str) -> int:
         """The largest `bt_sentences` of any implemented experiment on the dataset (fixed by
         the catalogue, so asking for another table never re-translates)."""

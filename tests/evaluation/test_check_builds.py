@@ -1,0 +1,91 @@
+"""Settings checked before any job (issue 40, class 8): every run the DAG trains is built from
+configs alone when the workflow starts (`check_builds`, snakemake's onstart and `python -m
+nmtbench check`), so a setting no model can take is one line naming the run, not an error
+minutes later when that run's job starts after the data, the pre-training and its parents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from smoke import ROOT, SMOKE, smoke_plan
+
+from nmtbench.errors import InputError
+from nmtbench.evaluation.params import check_builds
+
+
+def with_override(tmp_path: Path, method: str, settings: dict) -> Path:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump(
+        {"datasets": {"toy": {"overrides": {method: settings}}}}))
+    return extra
+
+
+# method -> a setting it cannot be built with on the smoke config -> the one line's end
+BAD = {
+    "group size that does not divide the PTM's layers": (
+        "deep-fusion", {"group_size": 3}, "deep-fusion group_size 3"),
+    "rate peak after its end": (
+        "ctnmt", {"rate_peak": 0.6}, "need 0 < rate_peak < rate_end <= 1"),
+    "decoder frozen with nothing to start from": (
+        "deep-fusion", {"freeze_decoder": True}, "freeze_decoder needs decoder_init"),
+    "shared embeddings of unequal widths": (
+        "deep-fusion", {"share_embeddings": True, "vocabulary": "toy-bert-src", "d_model": 64},
+        "the PTM's width 128 is not the decoder's d_model 64"),
+    "shared embeddings over two vocabularies": (
+        "transformer", {"share_embeddings": True}, "share_embeddings needs one vocabulary"),
+    "unknown size": ("transformer", {"size": "huge"}, "unknown transformer size 'huge'"),
+    "heads that do not divide the width": (
+        "bert-fused", {"d_model": 30, "n_heads": 4}, "d_model 30 is not a multiple of n_heads 4"),
+    "top_k above the vocabulary": (
+        "bert-kd", {"top_k": 100000}, "top_k 100000 exceeds the target vocabulary"),
+    "teacher deeper than its BERT (a run no table shows)": (
+        "bert-kd-teacher", {"teacher_layers": 5}, "teacher_layers 5: the BERT has 1 layers"),
+    "adapter after a layer the BERT lacks": (
+        "abnet", {"encoder_adapter_layers": [7]}, "encoder_adapter_layers [7]"),
+    "freezing below more layers than the BERT has": (
+        "bert-init", {"freeze_bert": "below-top-5"}, "the model has only 1 layers"),
+    "decoder distillation without a target BERT": (
+        "ctnmt", {"distillation": True, "distill_side": "decoder", "tgt_bert": None},
+        "distill_side decoder needs `tgt_bert`"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_setting_no_model_takes_is_one_line_naming_the_run(case, tmp_path):
+    method, settings, ending = BAD[case]
+    plan = smoke_plan(with_override(tmp_path, method, settings))  # the planning check passes
+    with pytest.raises(InputError) as err:
+        check_builds(plan)
+    message = str(err.value)
+    assert message.startswith("run toy/") and ending in message and "\n" not in message
+
+
+def test_the_smoke_and_default_configs_build_every_run_they_train():
+    plan = smoke_plan()
+    assert check_builds(plan) == (len(plan.trained_runs()), [])
+    assert len(plan.trained_runs()) > len(plan.runs())  # teachers and parents no table shows
+
+
+def test_check_command_and_a_workflow_start_stop_on_it_before_any_job(tmp_path):
+    extra = with_override(tmp_path, "ctnmt", {"rate_peak": 0.6})
+    check = subprocess.run([sys.executable, "-m", "nmtbench", "check", "--root", str(ROOT),
+                            "--configfile", str(SMOKE), str(extra)],
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 2 and check.stderr.strip().startswith("error: run toy/ctnmt-")
+    good = subprocess.run([sys.executable, "-m", "nmtbench", "check", "--root", str(ROOT),
+                           "--configfile", str(SMOKE)], capture_output=True, text=True,
+                          timeout=300)
+    assert good.returncode == 0 and good.stdout.startswith("config ok: the models of ")
+
+    workdir = tmp_path / "work"
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile",
+                          str(ROOT / "Snakefile"), "--directory", str(workdir), "--cores", "2",
+                          "--configfile", str(SMOKE), str(extra)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert "config error: run toy/ctnmt-" in run.stderr and "Traceback" not in run.stderr
+    assert not (workdir / "data").exists() and not (workdir / "logs").exists()  # no job ran
