@@ -15,13 +15,16 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmtbench.errors import InputError
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow import decode_settings
 from nmtbench.workflow.decode_settings import at_least
 from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES, DETOK_LANGS
+
+if TYPE_CHECKING:
+    from nmtbench.workflow.plan import Plan
 
 
 class _Parser(argparse.ArgumentParser):
@@ -397,14 +400,31 @@ def _monolingual_arguments(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_monolingual)
 
 
-def cmd_params(args: argparse.Namespace) -> None:
-    from nmtbench.evaluation.params import count_parameters
+def _checked_plan(args: argparse.Namespace, config: dict[str, Any] | None = None,
+                  default: tuple[str, ...] = ()) -> Plan:
+    """The plan of `config`, else of config/config.yaml with `--configfile`s (or `default`
+    ones) merged over it as snakemake merges them, checked as the workflow checks it."""
     from nmtbench.workflow.config import check, load_config
 
     root = Path(args.root).resolve()
-    config = load_config([root / "config" / "config.yaml",
-                          *(args.configfile or [root / "config" / "paper.yaml"])])
-    plan = check(config, root / "config" / "schema.yaml", root / "papers")
+    if config is None:
+        files = args.configfile or [root / name for name in default]
+        config = load_config([root / "config" / "config.yaml", *files])
+    return check(config, root / "config" / "schema.yaml", root / "papers")
+
+
+def _config_arguments(s: argparse.ArgumentParser, root: str = "config/ and papers/",
+                      default: str = "") -> None:
+    s.add_argument("--configfile", nargs="*", default=[],
+                   help="config files merged over config/config.yaml, as snakemake does"
+                   + (f" (default: {default})" if default else ""))
+    s.add_argument("--root", default=".", help=f"the repository: {root}")
+
+
+def cmd_params(args: argparse.Namespace) -> None:
+    from nmtbench.evaluation.params import count_parameters
+
+    plan = _checked_plan(args, default=("config/paper.yaml",))
     if args.experiment not in plan.experiments:
         raise InputError(f"unknown experiment {args.experiment!r}")
     status = plan.status(args.experiment, plan.dataset(args.dataset, "--dataset"))
@@ -419,21 +439,14 @@ def _params_arguments(sub: argparse._SubParsersAction) -> None:
                        "only (random weights, no download) and print {\"total\", \"trained\"}.")
     s.add_argument("experiment")
     s.add_argument("--dataset", required=True)
-    s.add_argument("--configfile", nargs="*",
-                   help="config files merged over config/config.yaml (default: "
-                   "config/paper.yaml, the papers' settings)")
-    s.add_argument("--root", default=".", help="the repository: config/ and papers/")
+    _config_arguments(s, default="config/paper.yaml, the papers' settings")
     s.set_defaults(func=cmd_params)
 
 
 def cmd_check(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.params import check_builds
-    from nmtbench.workflow.config import check, load_config
 
-    root = Path(args.root).resolve()
-    config = load_config([root / "config" / "config.yaml", *args.configfile])
-    plan = check(config, root / "config" / "schema.yaml", root / "papers")
-    built, left = check_builds(plan)
+    built, left = check_builds(_checked_plan(args))
     print(f"config ok: the models of {built} runs build"
           + (f"; {len(left)} wait for their checkpoints' download: {', '.join(left)}"
              if left else ""))
@@ -444,9 +457,7 @@ def _check_arguments(sub: argparse._SubParsersAction) -> None:
                        description="Check the config and build every run's model from configs "
                        "alone (no weights, no download), as snakemake does before its first "
                        "job: a bad setting is one line naming the run.")
-    s.add_argument("--configfile", nargs="*", default=[],
-                   help="config files merged over config/config.yaml, as snakemake does")
-    s.add_argument("--root", default=".", help="the repository: config/ and papers/")
+    _config_arguments(s)
     s.set_defaults(func=cmd_check)
 
 
@@ -528,15 +539,12 @@ def _score_arguments(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     from nmtbench.report.tables import write_report
-    from nmtbench.workflow.config import check, load_config
 
-    root = Path(args.root).resolve()
-    config = json_object(args.config, "--config") if args.config else load_config(
-        [root / "config" / "config.yaml", *args.configfile])
-    plan = check(config, root / "config" / "schema.yaml", root / "papers")
+    plan = _checked_plan(args, json_object(args.config, "--config") if args.config else None)
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "tables.md"
-    for path in write_report(plan, results, out, root, Path(args.pretrained)):
+    for path in write_report(plan, results, out, Path(args.root).resolve(),
+                             Path(args.pretrained)):
         logging.info("wrote %s", path)
 
 
@@ -545,15 +553,13 @@ def _report_arguments(sub: argparse._SubParsersAction) -> None:
                        description="Rebuild tables.md and figures/ from the run directories "
                        "under --results, without Snakemake (e.g. after copying results/ off a "
                        "cluster).")
-    s.add_argument("--configfile", nargs="*", default=[],
-                   help="config files merged over config/config.yaml, as snakemake does")
+    _config_arguments(s, root="config/, papers/, git commit")
     s.add_argument("--config", help="the whole workflow config as JSON (what the rule passes)")
     s.add_argument("--results", default="results", help="the directory holding runs/")
     s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; figures "
                    "go beside it under figures/)")
     s.add_argument("--pretrained", default="data/pretrained",
                    help="the directory holding the checkpoints pre-trained in the DAG")
-    s.add_argument("--root", default=".", help="the repository: config/, papers/, git commit")
     s.set_defaults(func=cmd_report)
 
 

@@ -336,8 +336,9 @@ def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path
     summary = results.path(cell.file(layout.TRAIN_SUMMARY, 1))
     summary.write_text(json.dumps({**SUMMARY, "inputs": {"tgt_tokenizer": file_digest(
         tokenizer / "vocab.txt")}}))
+    config = json.loads((summary.parent / "config.json").read_text())  # the plan's settings
     (summary.parent / "config.json").write_text(json.dumps(
-        {"experiment": {}, "paths": {"tgt_tokenizer": str(tokenizer / "vocab.txt")}}))
+        {**config, "paths": {"tgt_tokenizer": str(tokenizer / "vocab.txt")}}))
     hyp.write_text("the hypotheses\n")
     record = json.loads(metrics.read_text())
     metrics.write_text(json.dumps({**record, "trained": file_digest(summary),
