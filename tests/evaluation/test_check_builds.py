@@ -5,6 +5,7 @@ minutes later when that run's job starts after the data, the pre-training and it
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,19 @@ def test_check_command_and_a_workflow_start_stop_on_it_before_any_job(tmp_path):
     assert run.returncode != 0
     assert "config error: run toy/ctnmt-" in run.stderr and "Traceback" not in run.stderr
     assert not (workdir / "data").exists() and not (workdir / "logs").exists()  # no job ran
+
+
+def test_a_snakemake_host_without_torch_skips_the_start_up_check_with_one_line(tmp_path):
+    """With --use-conda the jobs bring torch; the host running snakemake may lack it."""
+    fake = tmp_path / "no-torch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no torch on this host')\n")
+    workdir = tmp_path / "work"
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile",
+                          str(ROOT / "Snakefile"), "--directory", str(workdir), "--cores", "1",
+                          "data/toy/prepared/train.src", "--configfile", str(SMOKE)],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(fake.parent)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert ("start-up check skipped (no torch on this host); each run checks its settings "
+            "when its job starts") in run.stderr
