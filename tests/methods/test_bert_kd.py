@@ -16,9 +16,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tiny_checkpoints import BERT_VOCAB, TOKENS, save_tiny_bert, write_bert_corpus
 from tiny_checkpoints import TINY_TRAINING as TRAIN
+from train_cli import train_arguments
 from transformers import BertTokenizer
 
-from nmtbench import provenance
+from nmtbench import cli, provenance
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model
@@ -254,6 +255,40 @@ def test_edited_or_malformed_soft_targets_are_refused_in_one_line(bert_dir, tmp_
     out.write_bytes(b"not safetensors")
     with pytest.raises(InputError, match="not a soft-targets file"):
         soft_targets.load(out, pair_data(paths, tok), tok, top_k=8)
+
+
+def test_train_refuses_a_student_whose_corpus_or_soft_targets_changed(bert_dir, tmp_path,
+                                                                      capsys):
+    """The fault through `python -m nmtbench train`: the student's corpus with two pairs
+    swapped, or the soft targets' rows rotated, stop training with one line (exit 2); the
+    untouched inputs train."""
+    paths = write_bert_corpus(tmp_path)
+    out = dump(bert_dir, tmp_path, paths)
+    cfg = {"method": "bert-kd", **SMALL, **TRAIN, "alpha": 0.5, "temperature": 5.0}
+    given = RunPaths(**paths, src_tokenizer=str(bert_dir), tgt_tokenizer=str(bert_dir),
+                     inputs={"soft_targets": str(out)})
+
+    def train(run: str) -> tuple[int, str]:
+        status = cli.main(["train", "--run-dir", str(tmp_path / run), "--config",
+                           json.dumps(cfg), *train_arguments(given), "--device", "cpu"])
+        errors = [line for line in capsys.readouterr().err.splitlines()
+                  if line.startswith("error: ")]
+        return status, " / ".join(errors)
+
+    original = out.read_bytes()
+    rewrite(out, lambda tensors, record: tensors.__setitem__(
+        "ids", torch.roll(tensors["ids"], 1, 0)))
+    assert train("rotated") == (2, f"error: {out}: its tensors are not those it was written "
+                                "with (edited or damaged); write it again from the teacher "
+                                "(delete it and rerun)")
+    out.write_bytes(original)
+    lines = Path(paths["train_src"]).read_text().splitlines()
+    swapped = [lines[1], lines[0], *lines[2:]]
+    Path(paths["train_src"]).write_text("\n".join(swapped) + "\n")
+    status, error = train("swapped")
+    assert status == 2 and error.startswith(f"error: {out}: made from another training corpus")
+    Path(paths["train_src"]).write_text("\n".join(lines) + "\n")
+    assert train("untouched") == (0, "")
 
 
 def test_soft_targets_written_twice_are_the_same_bytes_and_name_their_training(bert_dir,
