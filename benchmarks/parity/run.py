@@ -108,11 +108,13 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
                  f"--{side}-layers", str(getattr(m, f"{side}_layers"))]
         if m.pre_norm:
             args.append(f"--{side}-normalize-before")
-    if arch == CMLM:
-        from nmtbench.methods.cmlm import LENGTH_LOSS_WEIGHT
+    if arch == CMLM:  # the length loss's weight: the setting, or Mask-Predict's default
+        from nmtbench.methods.cmlm import CMLMSettings
+
+        length = CMLMSettings.from_config(settings).loss_weights.get("length", 1.0)
         args += [*USER_DIR, "--task", "translation_lev", "--noise", "random_mask",
                  "--criterion", "nat_loss", "--label-smoothing", str(m.label_smoothing),
-                 "--length-loss-factor", str(LENGTH_LOSS_WEIGHT)]
+                 "--length-loss-factor", str(length)]
     else:
         args += ["--criterion", "label_smoothed_cross_entropy",
                  "--label-smoothing", str(m.label_smoothing)]
