@@ -24,7 +24,7 @@ from nmtbench.workflow.papers import EXTERNAL, PAPERS_DIR, load_catalogue, load_
 from nmtbench.workflow.plan import Plan, generated
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
-from nmtbench.workflow.run_inputs import SOFT_TARGETS, WARM_START
+from nmtbench.workflow.run_inputs import SOFT_TARGETS_KIND, WARM_START_KIND
 from nmtbench.workflow.schema import Validator
 from nmtbench.workflow.train_settings import TrainConfig
 
@@ -309,8 +309,8 @@ def _check_parent_runs(config: dict[str, Any], plan: Plan) -> None:
     def visit(dataset: str, experiment: str, chain: list[str], where: str | None) -> None:
         settings = plan.train_settings(dataset, experiment)
         info = plan.implemented[plan.experiments[experiment]["method"]]
-        for kind, key in [*((WARM_START, k) for k in info.parent_runs),
-                          *((SOFT_TARGETS, k) for k in info.teachers)]:
+        for kind, key in [*((WARM_START_KIND, k) for k in info.parent_runs),
+                          *((SOFT_TARGETS_KIND, k) for k in info.teachers)]:
             if not settings.get(key):
                 continue
             # named at the first experiment's key: the chain starts there

@@ -198,8 +198,9 @@ class WarmStart(Kind):
             trainer.warm_start(name, path)
 
 
-WARM_START, SOFT_TARGETS = WarmStart(), SoftTargets()
-KINDS: tuple[Kind, ...] = (SequenceDistillation(), BackTranslated(), SOFT_TARGETS, WARM_START)
+WARM_START_KIND, SOFT_TARGETS_KIND = WarmStart(), SoftTargets()
+KINDS: tuple[Kind, ...] = (SequenceDistillation(), BackTranslated(), SOFT_TARGETS_KIND,
+                          WARM_START_KIND)
 
 
 def resolve(plan: Plan, dataset: str, experiment: str) -> dict[str, RunInput]:
