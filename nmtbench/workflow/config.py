@@ -25,12 +25,11 @@ from nmtbench.workflow.plan import Plan, generated
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.run_inputs import SOFT_TARGETS_KIND, WARM_START_KIND
-from nmtbench.workflow.schema import Validator
+from nmtbench.workflow.schema import SCHEMA, Validator
 from nmtbench.workflow.train_settings import TrainConfig
 
 # `back_translation: true` asks for a published back-translated corpus (a dataset with one)
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "back_translation"}
-SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
              "or digit: it becomes part of file paths and commands")
