@@ -7,10 +7,11 @@ GPU machine in a few minutes:
 
     python benchmarks/gpu.py                      # writes results/gpu.md and results/gpu.json
 
-- training: updates as the trainer makes them (bf16 autocast, Adam, gradient clipping, the
-  loss read back every update) on random pairs of 32 + 32 tokens: 128 pairs (4,096 target
-  tokens, fairseq's `max_tokens` per GPU) and 1,024 pairs (32,768: the papers' update on 8
-  GPUs, as one batch on one); target tokens/s and model FLOPs utilisation, the
+- training: updates as the trainer makes them (`Updater.update` with the experiment's trainer
+  settings and optimiser: collation, bf16 autocast, clipping, the divergence checks) on random
+  pairs of 32 + 32 tokens: 128 pairs (4,096 target tokens, fairseq's `max_tokens` per GPU) and
+  1,024 pairs (32,768: the papers' update on 8 GPUs, as one batch on one); target tokens/s and
+  model FLOPs utilisation, the
   FLOPs of one update counted by PyTorch's FlopCounterMode (every matrix product and attention,
   the frozen BERTs' forward passes included), divided by the card's dense bf16 peak and, beside
   it, by the bf16 matrix-product rate measured in the same run;
@@ -20,14 +21,22 @@ GPU machine in a few minutes:
   sources of 30 tokens, beam 5 emitting exactly 30 tokens; mask-predict with its 4 length
   candidates at 29-32 tokens, every one running all 10 iterations (fresh noise on the scores keeps
   its early stop from firing: an upper bound, since trained models often stop sooner).
+
+With `--fairseq [PYTHON]`, fairseq 0.12.2 (installed for PYTHON, default this one) runs the same
+Transformer-base and -big updates and Transformer-base's beam search on the same batches and
+sources (benchmarks/gpu_fairseq.py, in a child process); `--profile` writes torch.profiler's
+table of one Transformer-base update at 32k tokens beside the results.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,10 +46,14 @@ from torch.utils.flop_counter import FlopCounterMode
 from nmtbench.evaluation.latency import per_item_ms, summarize
 from nmtbench.evaluation.params import build_model
 from nmtbench.fileio import write_json
+from nmtbench.models.batches import Bitext
 from nmtbench.models.beam_search import beam_search
-from nmtbench.models.contract import Batch, Model, Progress
+from nmtbench.models.contract import Model, adamw
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.training.distributed import World
+from nmtbench.training.update import Updater
 from nmtbench.workflow.config import check, load_config
+from nmtbench.workflow.train_settings import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = "wmt14-en-de"
@@ -51,6 +64,8 @@ BATCHES, SRC_LEN, TGT_LEN = (128, 1024), 32, 32  # training batches (pairs)
 SOURCE, OUTPUT = 30, 30  # decoding workload (tokens)
 BEAM, LENGTHS, ITERATIONS, BATCH = 5, 4, 10, 64
 WARMUP, SENTENCES = 5, 40
+FAIRSEQ_TRAINED = ["transformer-base", "transformer-big"]
+FAIRSEQ_SITE = ROOT / "benchmarks" / "parity" / "fairseq_site"  # its run-time fixes
 # dense bf16 tensor-core peak of the SXM parts (NVIDIA's data sheets)
 PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
 
@@ -59,6 +74,16 @@ def commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, cwd=ROOT)
     return done.stdout.strip() or "unknown"
+
+
+def driver_version() -> str:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True)
+    except OSError:
+        return "none"
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() \
+        else "none"
 
 
 def sync(device: torch.device) -> None:
@@ -104,29 +129,33 @@ def sources(model: Model, rows: int, length: int, gen: torch.Generator) -> torch
     return ids
 
 
-def training_batch(model: Model, pairs: int, gen: torch.Generator) -> Batch:
-    y = random_ids(model, "tgt", pairs, TGT_LEN - 1, gen)
-    bos = torch.full((pairs, 1), model.tgt_vocab.bos)
-    eos = torch.full((pairs, 1), model.tgt_vocab.eos)
-    return Batch(sources(model, pairs, SRC_LEN, gen), torch.cat([bos, y], 1),
-                 torch.cat([y, eos], 1), torch.arange(pairs))
+def training_data(model: Model, pairs: int, gen: torch.Generator) -> Bitext:
+    """`pairs` random pairs of SRC_LEN source and TGT_LEN target tokens (y [SEP] after the
+    decoder's [CLS]), as the trainer's corpus holds them."""
+    y = random_ids(model, "tgt", pairs, TGT_LEN - 1, gen).tolist()
+    v = model.tgt_vocab
+    return Bitext(sources(model, pairs, SRC_LEN, gen).tolist(),
+                  [[v.bos, *row, v.eos] for row in y], model.src_vocab.pad, v.pad,
+                  list(range(pairs)), pairs)
 
 
-def measure_training(model: Model, device: torch.device, steps: int, pairs: int) -> dict:
-    """Updates as `Trainer._train_step` makes them, on one fixed batch of `pairs` pairs."""
-    model.to(device).train()
-    params = list(model.trainable_parameters())
-    optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-8)
-    batch = training_batch(model, pairs, torch.Generator().manual_seed(0)).to(device)
+def measure_training(plan, name: str, model: Model, device: torch.device, steps: int,
+                     pairs: int, profile: Path | None = None) -> dict:
+    """Updates as the trainer makes them (`Updater.update` with the experiment's settings and
+    optimiser), every one over the same `pairs` pairs."""
+    model.to(device)
+    tc = TrainConfig.from_dict(plan.train_settings(DATASET, name, seed=1))
+    groups = model.param_groups()
+    optimizer = adamw(groups, tc.weight_decay, lr=tc.lr, betas=tc.adam_betas, eps=tc.adam_eps)
+    updater = Updater(model, None, groups, optimizer, World(), device, tc, total_updates=10_000)
+    data = training_data(model, pairs, torch.Generator().manual_seed(0))
+    group = [list(range(pairs))]
+    step = 0
 
-    def update() -> float:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss, _ = model.loss(batch, Progress(0, 1000))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        return float(loss.detach())  # the trainer reads every update's loss
+    def update() -> None:
+        nonlocal step
+        updater.update(group, data, step)
+        step += 1
 
     with FlopCounterMode(display=False) as counter:
         update()
@@ -140,11 +169,68 @@ def measure_training(model: Model, device: torch.device, steps: int, pairs: int)
     sync(device)
     seconds = (time.perf_counter() - start) / steps
     memory = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    tokens = int((batch.tgt_out != model.tgt_vocab.pad).sum())
+    if profile is not None:
+        write_profile(update, device, profile)
+    tokens = data.target_tokens(group[0])
     return {"params": model.num_params(), "target_tokens": tokens,
             "ms_per_update": seconds * 1000,
             "target_tokens_per_s": tokens / seconds, "flops_per_update": flops,
             "achieved_flops": flops / seconds, "peak_memory_gb": memory / 1e9}
+
+
+def write_profile(update, device: torch.device, path: Path) -> None:
+    """torch.profiler's table of 3 updates: the kernels by device time, then by host time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
+                                           else [])
+    with profile(activities=activities) as prof:
+        for _ in range(3):
+            update()
+        sync(device)
+    events = prof.key_averages()
+    by_device = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    path.write_text(events.table(sort_by=by_device, row_limit=60) + "\n\n"
+                    + events.table(sort_by="cpu_time_total", row_limit=30))
+
+
+def fairseq_workload(models: dict[str, Model], device: torch.device, pairs_list: list[int],
+                     steps: int, sentences: int, batches: int) -> dict:
+    """What gpu_fairseq.py runs: the same pairs, sources and sizes as this script's."""
+    training = []
+    for name, pairs in ((n, p) for n in FAIRSEQ_TRAINED for p in pairs_list if n in models):
+        model = models[name]
+        data = training_data(model, pairs, torch.Generator().manual_seed(0))
+        training.append({"experiment": name, "src": data.src,
+                         "tgt": [row[1:-1] for row in data.tgt],
+                         "model": {"size": model.settings.size,
+                                   "dropout": model.settings.dropout}})
+    base = models.get("transformer-base")
+    any_model = next(iter(models.values()))
+    spec = {"training": training, "steps": steps,
+            "precisions": ["fp16", "amp"] if device.type == "cuda" else ["fp32"],
+            "src_vocab": any_model.src_vocab.size, "tgt_vocab": any_model.tgt_vocab.size}
+    if base is not None:
+        spec.update(decode_model={"size": base.settings.size, "dropout": base.settings.dropout},
+                    decode_sources=[s.tolist() for s in decoding_sources(base, sentences)],
+                    decode_batch=batch_sources(base).tolist(), warmup=WARMUP, output=OUTPUT,
+                    beam=BEAM, batches=batches)
+    return spec
+
+
+def run_fairseq(python: str, workload: dict) -> dict:
+    """gpu_fairseq.py in a child process, with fairseq's run-time fixes on its path."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as spec:
+        json.dump(workload, spec)
+        spec.flush()
+        path = os.pathsep.join(filter(None, [str(FAIRSEQ_SITE), os.environ.get("PYTHONPATH")]))
+        done = subprocess.run([python, str(ROOT / "benchmarks" / "gpu_fairseq.py"), "--spec",
+                               spec.name], env={**os.environ, "PYTHONPATH": path},
+                              capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"fairseq's benchmark failed ({done.returncode}):\n"
+                         + "\n".join(done.stderr.splitlines()[-20:]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 class FixedWork(torch.nn.Module):
@@ -200,21 +286,29 @@ def decoder(model: Model, device: torch.device):
     return fixed, decode
 
 
+def decoding_sources(model: Model, sentences: int = SENTENCES) -> list[torch.Tensor]:
+    """The batch-1 sources: sentence i is the same for every model of a vocabulary."""
+    return [sources(model, 1, SOURCE, torch.Generator().manual_seed(i))
+            for i in range(WARMUP + sentences)]
+
+
+def batch_sources(model: Model) -> torch.Tensor:
+    return sources(model, BATCH, SOURCE, torch.Generator().manual_seed(1))
+
+
 def measure_decoding(models: dict[str, Model], device: torch.device, sentences: int,
                      batches: int) -> dict:
-    gen = torch.Generator().manual_seed(1)
     names = list(models)
     decoders = {name: decoder(models[name], device) for name in names}
     items = range(WARMUP + sentences)  # sentence i: each model's own i-th source
-    srcs = {name: [sources(models[name], 1, SOURCE, torch.Generator().manual_seed(i))
-                   for i in items] for name in names}
+    srcs = {name: decoding_sources(models[name], sentences) for name in names}
     times = per_item_ms([lambda i, n=n: decoders[n][1](srcs[n][i]) for n in names], items,
                         WARMUP, sync=lambda: sync(device))
     out = {}
     for name, ms in zip(names, times, strict=True):
         fixed, decode = decoders[name]
         calls_per_sentence = fixed.calls / len(items)
-        big = sources(models[name], BATCH, SOURCE, gen)
+        big = batch_sources(models[name])
         decode(big)  # warm-up at this batch size
         sync(device)
         start = time.perf_counter()
@@ -222,7 +316,7 @@ def measure_decoding(models: dict[str, Model], device: torch.device, sentences: 
             lengths = {len(h) for h in decode(big)}
         sync(device)
         per_s = batches * BATCH / (time.perf_counter() - start)
-        out[name] = {"decoding": models[name].decoding, **summarize(ms),
+        out[name] = {"decoding": models[name].algorithm, **summarize(ms),
                      "model_calls_per_sentence": calls_per_sentence,
                      "sentences_per_s_batch64": per_s, "output_lengths": sorted(lengths)}
         models[name].to("cpu")
@@ -234,8 +328,9 @@ def markdown(result: dict) -> str:
     lines = [
         "# GPU benchmarks: the papers' sizes",
         "",
-        f"`python benchmarks/gpu.py` at commit {meta['commit']} on {meta['device']} "
-        f"({meta['host_cpu']}); torch {meta['torch']}, CUDA {meta['cuda']}; {meta['date']}. "
+        f"`{meta['command']}` at commit {meta['commit']} on {meta['device']} "
+        f"({meta['host_cpu']}; driver {meta['driver']}); torch {meta['torch']}, "
+        f"CUDA {meta['cuda']}; {meta['date']}. "
         "Models: AB-Net's Table 1 rows on WMT14 En-De as `config/paper.yaml` builds them, "
         "random weights (see the script's docstring for the fixed workload).",
         "",
@@ -276,7 +371,49 @@ def markdown(result: dict) -> str:
               "161, BERT-fused NAT 260, AB-Net 327, AB-Net-Enc 165; 2.38x speedup for AB-Net) "
               "were measured on their own hardware with trained models; compare ratios, not "
               "milliseconds.", ""]
+    if "fairseq" in result:
+        lines += fairseq_markdown(result)
     return "\n".join(lines)
+
+
+def fairseq_markdown(result: dict) -> list[str]:
+    """The fairseq section: its updates and decoding beside the harness's, same card, same run."""
+    fq = result["fairseq"]
+    ours = {(r["experiment"], r["target_tokens"]): r for r in result["training"]}
+    lines = [f"## fairseq {fq['fairseq']} on the same card, same batches", "",
+             "`benchmarks/gpu_fairseq.py`: fairseq's `Trainer.train_step` (what `fairseq-train` "
+             "runs per update) on the same pairs; `fp16` is fairseq's `--fp16` (fp16 weights, "
+             "fp32 master copy, loss scaling), `amp` its `--amp` (fp16 autocast); the harness "
+             "autocasts to bf16. fairseq 0.12.2 also keeps an unused copy of each encoder "
+             "layer's weights (for PyTorch's fused inference kernel) among the trained "
+             "parameters, which its Adam updates.", "",
+             "| experiment | target tokens/update | fairseq precision | fairseq ms/update | "
+             "fairseq target tokens/s | fairseq peak memory (GB) | harness target tokens/s | "
+             "harness / fairseq |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in fq["training"]:
+        mine = ours.get((r["experiment"], r["target_tokens"]))
+        ratio = (f"{mine['target_tokens_per_s'] / r['target_tokens_per_s']:.2f}x" if mine
+                 else "-")
+        harness = f"{mine['target_tokens_per_s']:,.0f}" if mine else "-"
+        lines.append(f"| {r['experiment']} | {r['target_tokens']:,} | {r['precision']} | "
+                     f"{r['ms_per_update']:.1f} | {r['target_tokens_per_s']:,.0f} | "
+                     f"{r['peak_memory_gb']:.1f} | {harness} | {ratio} |")
+    theirs = fq["decoding"].get("transformer-base")
+    if theirs:
+        ours_base = result["decoding"]["transformer-base"]
+        lines += ["", f"Transformer-base, beam {BEAM}, fairseq's `SequenceGenerator` in fp16: "
+                  f"batch-1 latency {theirs['median']:.1f} ms (p90 {theirs['p90']:.1f}), "
+                  f"{theirs['sentences_per_s_batch64']:.1f} sentences/s at batch 64; the "
+                  f"harness: {ours_base['median']:.1f} ms, "
+                  f"{ours_base['sentences_per_s_batch64']:.1f} sentences/s.", "",
+                  "| experiment | batch-1 latency ms | speedup vs the harness's Transformer-base"
+                  " | speedup vs fairseq's Transformer-base |", "|---|---|---|---|"]
+        for name, r in result["decoding"].items():
+            lines.append(f"| {name} | {r['median']:.1f} | "
+                         f"{ours_base['median'] / r['median']:.2f}x | "
+                         f"{theirs['median'] / r['median']:.2f}x |")
+    return lines + [""]
 
 
 def main() -> None:
@@ -291,6 +428,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3, help="timed batches of 64")
     parser.add_argument("--matmul", type=int, default=8192, help="side of the reference product")
     parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
+    parser.add_argument("--pairs", nargs="+", type=int, default=list(BATCHES),
+                        help="training batch sizes in pairs (smaller for a check on CPU)")
+    parser.add_argument("--fairseq", nargs="?", const=sys.executable, metavar="PYTHON",
+                        help="also run fairseq 0.12.2, installed for PYTHON (default: this one)")
+    parser.add_argument("--profile", action="store_true",
+                        help="write OUT-profile.txt: one Transformer-base update at 32k tokens")
     args = parser.parse_args()
     device = torch.device(args.device)
 
@@ -301,15 +444,19 @@ def main() -> None:
     models = {name: build_model(plan, DATASET, name) for name in dict.fromkeys(TRAINED + DECODED)
               if name in chosen}
     meta = {"commit": commit(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "command": " ".join(["python", "benchmarks/gpu.py", *sys.argv[1:]]),
+            "driver": driver_version(),
             "cuda": torch.version.cuda, "host_cpu": platform.processor() or platform.machine(),
             "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
             "spec_peak_flops": spec_peak(device), "matmul_side": args.matmul,
             "matmul_flops": matmul_rate(device, args.matmul)}
     training = []
-    for name, pairs in ((n, p) for n in TRAINED for p in BATCHES):
+    for name, pairs in ((n, p) for n in TRAINED for p in args.pairs):
         if name in models and args.steps:
-            training.append({"experiment": name, **measure_training(models[name], device,
-                                                                    args.steps, pairs)})
+            profile = (Path(f"{args.out}-profile.txt") if args.profile and pairs == args.pairs[-1]
+                       and name == "transformer-base" else None)
+            training.append({"experiment": name, **measure_training(
+                plan, name, models[name], device, args.steps, pairs, profile)})
             models[name].to("cpu")  # with its optimiser gone, the next one has the memory
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -319,6 +466,9 @@ def main() -> None:
                                 args.sentences, args.batches)
     print(json.dumps(decoding), flush=True)
     result = {"meta": meta, "training": training, "decoding": decoding}
+    if args.fairseq:
+        result["fairseq"] = run_fairseq(args.fairseq, fairseq_workload(
+            models, device, args.pairs, args.steps, args.sentences, args.batches))
     write_json(f"{args.out}.json", result)
     Path(f"{args.out}.md").write_text(markdown(result))
     print(f"wrote {args.out}.md and .json; median latencies: "

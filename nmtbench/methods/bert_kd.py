@@ -107,7 +107,7 @@ class CMLMTeacher(Model):
     def predict(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Log-probs (B, T, V) at the positions of `y [SEP]` (tgt, with [MASK]s), given the
         source (`[CLS] x [SEP]`)."""
-        return F.log_softmax(self.logits(src, tgt).float(), dim=-1)
+        return F.log_softmax(self.logits(src, tgt), dim=-1, dtype=torch.float32)
 
     def logits(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         ids, segments, where = joined(src, tgt, self.src_vocab.pad)
@@ -215,7 +215,7 @@ class KDStudent(EncoderDecoder):
         ids = batch.extras[SOFT_IDS][:, : logits.size(1), : self.settings.top_k].long()
         teacher = batch.extras[SOFT_LOGPROBS][:, : logits.size(1), : self.settings.top_k]
         target = F.softmax(teacher.float() / self.settings.temperature, dim=-1)  # (B, T, K)
-        lprobs = F.log_softmax(logits.float(), dim=-1).gather(-1, ids)  # (B, T, K)
+        lprobs = F.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, ids)  # (B, T, K)
         real = (batch.tgt_out != self.tgt_vocab.pad)[..., None]
         bidi = -(target * lprobs * real).sum()
         losses.terms["bidi"] = bidi

@@ -105,7 +105,7 @@ class ConditionalMaskedLM(Model):
         length_nll = F.cross_entropy(self._length_logits(encoded.length), lengths,
                                      reduction="sum")
         logits = self.decoder(tokens.masked_fill(masked, v.mask), encoded)
-        lprobs = F.log_softmax(logits[masked].float(), dim=-1)  # (M, V)
+        lprobs = F.log_softmax(logits[masked], dim=-1, dtype=torch.float32)  # (M, V)
         loss_sum, nll_sum = label_smoothed_nll(lprobs, tokens[masked],
                                                self.settings.label_smoothing, v.pad)
         ntokens = int(masked.sum())
@@ -136,7 +136,7 @@ class ConditionalMaskedLM(Model):
                   else self.decoder.states(tokens, encoded))  # (B, T, D)
         if positions is not None:
             states = states[positions]  # (M, D)
-        return F.log_softmax(self.decoder.project(states).float(), dim=-1)
+        return F.log_softmax(self.decoder.project(states), dim=-1, dtype=torch.float32)
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
         return reorder(state, index)

@@ -506,7 +506,7 @@ class EncoderDecoder(Model):
     def token_losses(self, logits: torch.Tensor, batch: Batch) -> Losses:
         """Label-smoothed cross-entropy of teacher-forced logits (B, T, V) against the batch's
         targets: the term "tokens" (a method adding terms of its own starts from it)."""
-        lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, 1)  # (B*T, V)
+        lprobs = F.log_softmax(logits, dim=-1, dtype=torch.float32).flatten(0, 1)  # (B*T, V)
         target = batch.tgt_out.flatten()  # (B*T,)
         loss_sum, nll_sum = label_smoothed_nll(lprobs, target, self.settings.label_smoothing,
                                                self.tgt_vocab.pad)
@@ -517,7 +517,8 @@ class EncoderDecoder(Model):
         return self.decoder.start(self.encoder(src))
 
     def decode_step(self, tokens: torch.Tensor, state: dict[str, Any]) -> torch.Tensor:
-        return F.log_softmax(self.decoder.step(tokens, state).float(), dim=-1)  # (B, V)
+        logits = self.decoder.step(tokens, state)  # (B, V)
+        return F.log_softmax(logits, dim=-1, dtype=torch.float32)
 
     def reorder_state(self, state: dict[str, Any], index: torch.Tensor) -> dict[str, Any]:
         return reorder(state, index)

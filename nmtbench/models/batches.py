@@ -196,10 +196,10 @@ def token_batches(order: list[int], lengths: list[int], max_tokens: int,
 
 
 def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:
-    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad, dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        out[row, : len(seq)] = torch.tensor(seq)
-    return out
+    """(B, longest) ids, padded at the end: one tensor made at once, not a row at a time (the
+    trainer collates between updates, while the GPU waits)."""
+    longest = max(len(s) for s in seqs)
+    return torch.tensor([s + [pad] * (longest - len(s)) for s in seqs], dtype=torch.long)
 
 
 def _stack(values: list[torch.Tensor]) -> torch.Tensor:

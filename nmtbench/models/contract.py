@@ -88,10 +88,12 @@ def bert_decay_groups(params: Iterable[nn.Parameter]) -> list[ParamGroup]:
 def adamw(groups: list[ParamGroup], weight_decay: float, **settings: Any) -> torch.optim.AdamW:
     """AdamW over `groups`, each at its own weight decay or else `weight_decay`: decoupled
     decay (Loshchilov & Hutter), as fairseq's Adam and BERT's optimiser apply it; with decay 0
-    the same updates as torch's Adam."""
+    the same updates as torch's Adam. Parameters on a GPU get the fused kernel (one launch for
+    all of them, the same arithmetic)."""
+    on_gpu = all(p.is_cuda for g in groups for p in g.params)
     return torch.optim.AdamW(
         [{"params": g.params, "weight_decay": weight_decay if g.weight_decay is None
-          else g.weight_decay} for g in groups], **settings)
+          else g.weight_decay} for g in groups], fused=on_gpu or None, **settings)
 
 
 @dataclass

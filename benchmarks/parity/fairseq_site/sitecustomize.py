@@ -11,12 +11,18 @@ restore the 3.10 rule for exactly that case: a dataclass-instance default is kep
 fairseq's encoder layer also switches a loaded model (fairseq-generate) to PyTorch's fused
 "BetterTransformer" kernel, whose newer signature it calls wrongly ("Mask Type should be
 defined"); we keep such layers on their plain forward, the one training uses.
+
+Python 3.12 removed the `typing.io` module, from which the ANTLR 4.8 runtime and hydra-core 1.0's
+generated parser import `TextIO`, and the importers' `find_module`, which hydra-core 1.0's plugin
+scan calls; we give both back.
 """
 
 import dataclasses
 import importlib.abc
 import importlib.machinery
 import sys
+import types
+import typing
 
 _get_field = dataclasses._get_field
 
@@ -74,3 +80,16 @@ class _PlainEncoderLayers(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _PlainEncoderLayers())
+
+
+if "typing.io" not in sys.modules and not hasattr(typing, "io"):
+    typing_io = types.ModuleType("typing.io")
+    typing_io.IO, typing_io.TextIO, typing_io.BinaryIO = typing.IO, typing.TextIO, typing.BinaryIO
+    sys.modules["typing.io"] = typing.io = typing_io
+
+if not hasattr(importlib.machinery.FileFinder, "find_module"):
+    def _find_module(self, fullname, path=None):
+        spec = self.find_spec(fullname)
+        return None if spec is None else spec.loader
+
+    importlib.machinery.FileFinder.find_module = _find_module
