@@ -31,6 +31,7 @@ table of one Transformer-base update at 32k tokens beside the results.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -50,6 +52,7 @@ from nmtbench.models.batches import Bitext
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.contract import Model, adamw
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.training.compiling import compile_for_training
 from nmtbench.training.distributed import World
 from nmtbench.training.update import Updater
 from nmtbench.workflow.config import check, load_config
@@ -84,6 +87,13 @@ def driver_version() -> str:
         return "none"
     return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() \
         else "none"
+
+
+def free_memory(device: torch.device) -> None:
+    """Let the next model have the memory, and its own peak be measured."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 def sync(device: torch.device) -> None:
@@ -139,15 +149,24 @@ def training_data(model: Model, pairs: int, gen: torch.Generator) -> Bitext:
                   list(range(pairs)), pairs)
 
 
-def measure_training(plan, name: str, model: Model, device: torch.device, steps: int,
-                     pairs: int, profile: Path | None = None) -> dict:
-    """Updates as the trainer makes them (`Updater.update` with the experiment's settings and
-    optimiser), every one over the same `pairs` pairs."""
+def trainer_for(model: Model, tc: TrainConfig, device: torch.device, compiled: bool
+                ) -> Updater:
+    """The trainer's update path for `model` (compiled in place when asked, on a GPU, as
+    `nmtbench train` compiles it)."""
     model.to(device)
-    tc = TrainConfig.from_dict(plan.train_settings(DATASET, name, seed=1))
+    if compiled and device.type == "cuda" and not model.compiled:
+        compile_for_training(model)
     groups = model.param_groups()
     optimizer = adamw(groups, tc.weight_decay, lr=tc.lr, betas=tc.adam_betas, eps=tc.adam_eps)
-    updater = Updater(model, None, groups, optimizer, World(), device, tc, total_updates=10_000)
+    return Updater(model, None, groups, optimizer, World(), device, tc, total_updates=10_000)
+
+
+def measure_training(tc: TrainConfig, model: Model, device: torch.device, steps: int,
+                     pairs: int, compiled: bool = True, profile: Path | None = None) -> dict:
+    """Updates as the trainer makes them (`Updater.update` with the experiment's settings and
+    optimiser), every one over the same `pairs` pairs; the first, eager, counts the FLOPs, two
+    more warm up (and compile)."""
+    updater = trainer_for(model, tc, device, compiled)
     data = training_data(model, pairs, torch.Generator().manual_seed(0))
     group = [list(range(pairs))]
     step = 0
@@ -157,12 +176,14 @@ def measure_training(plan, name: str, model: Model, device: torch.device, steps:
         updater.update(group, data, step)
         step += 1
 
-    with FlopCounterMode(display=False) as counter:
+    with torch.compiler.set_stance("force_eager"), FlopCounterMode(display=False) as counter:
         update()
     flops = counter.get_total_flops()
+    start = time.perf_counter()
     for _ in range(2):
         update()
     sync(device)
+    warmup = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(steps):
         update()
@@ -172,10 +193,31 @@ def measure_training(plan, name: str, model: Model, device: torch.device, steps:
     if profile is not None:
         write_profile(update, device, profile)
     tokens = data.target_tokens(group[0])
-    return {"params": model.num_params(), "target_tokens": tokens,
-            "ms_per_update": seconds * 1000,
+    return {"params": model.num_params(), "compiled": model.compiled,
+            "target_tokens": tokens, "ms_per_update": seconds * 1000,
             "target_tokens_per_s": tokens / seconds, "flops_per_update": flops,
-            "achieved_flops": flops / seconds, "peak_memory_gb": memory / 1e9}
+            "achieved_flops": flops / seconds, "peak_memory_gb": memory / 1e9,
+            "warmup_s": warmup}
+
+
+def loss_curve(model: Model, tc: TrainConfig, device: torch.device, compiled: bool,
+               updates: int, pairs: int = 128) -> list[float]:
+    """Training losses of `updates` updates on a learnable made-up task (the target is the
+    source read backwards, its ids shifted), seed 0: eager and compiled runs should agree
+    within the noise of their different dropout masks."""
+    torch.manual_seed(0)
+    tc = replace(tc, lr=5e-4, warmup_updates=max(1, updates // 4), warmup_init_lr=1e-7)
+    updater = trainer_for(model, tc, device, compiled)
+    gen = torch.Generator().manual_seed(0)
+    v, first = model.tgt_vocab, 8
+    batches = []
+    for _ in range(8):
+        data = training_data(model, pairs, gen)
+        data.tgt = [[v.bos, *[first + (t * 7) % (v.size - first) for t in reversed(src[:-1])],
+                     v.eos] for src in data.src]
+        batches.append(data)
+    return [updater.update([list(range(pairs))], batches[step % 8], step)["loss"]
+            for step in range(updates)]
 
 
 def write_profile(update, device: torch.device, path: Path) -> None:
@@ -336,17 +378,21 @@ def markdown(result: dict) -> str:
         "",
         "## Training (bf16 autocast, pairs of 32 + 32 tokens)",
         "",
-        "| experiment | parameters (trained) | target tokens/update | ms/update | "
+        "Compiled: the model's own layers and its loss through torch.compile, as `nmtbench "
+        "train` runs them on a GPU (config `compile`); eager: without.",
+        "",
+        "| experiment | compiled | parameters (trained) | target tokens/update | ms/update | "
         "target tokens/s | TFLOP/update | TFLOP/s | MFU vs spec peak | "
         "MFU vs measured matmul | peak memory (GB) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     spec, measured = meta["spec_peak_flops"], meta["matmul_flops"]
     for r in result["training"]:
         achieved = r["achieved_flops"]
         mfu = f"{100 * achieved / spec:.1f}%" if spec else "-"
         lines.append(
-            f"| {r['experiment']} | {r['params']['total'] / 1e6:.1f}M "
+            f"| {r['experiment']} | {'yes' if r['compiled'] else 'eager'} | "
+            f"{r['params']['total'] / 1e6:.1f}M "
             f"({r['params']['trained'] / 1e6:.1f}M) | {r['target_tokens']:,} | "
             f"{r['ms_per_update']:.1f} | {r['target_tokens_per_s']:,.0f} | "
             f"{r['flops_per_update'] / 1e12:.3f} | {achieved / 1e12:.1f} | {mfu} | "
@@ -371,15 +417,37 @@ def markdown(result: dict) -> str:
               "161, BERT-fused NAT 260, AB-Net 327, AB-Net-Enc 165; 2.38x speedup for AB-Net) "
               "were measured on their own hardware with trained models; compare ratios, not "
               "milliseconds.", ""]
+    if result.get("loss_curves"):
+        lines += curve_markdown(result["loss_curves"])
     if "fairseq" in result:
         lines += fairseq_markdown(result)
     return "\n".join(lines)
 
 
+def curve_markdown(curves: dict[str, list[float]]) -> list[str]:
+    """Eager against compiled training losses, same seed and batches."""
+    eager, compiled = curves["eager"], curves["compiled"]
+    n = len(eager)
+    lines = ["## Compiled against eager: the same training", "",
+             f"Transformer-base, {n} updates of 4,096 target tokens on a learnable made-up task "
+             "(`loss_curve`), seed 0, from the same weights: the training loss (label-smoothed, "
+             "per target token) eager and compiled. Their dropout masks differ, so the curves "
+             "agree within noise, not exactly.", "",
+             "| update | eager | compiled | compiled - eager |", "|---|---|---|---|"]
+    for step in sorted(s for s in {1, 2, 5, 10, n // 4, n // 2, 3 * n // 4, n} if 0 < s <= n):
+        a, b = eager[step - 1], compiled[step - 1]
+        lines.append(f"| {step} | {a:.4f} | {b:.4f} | {b - a:+.4f} |")
+    tail = max(1, n // 10)
+    mean_a, mean_b = sum(eager[-tail:]) / tail, sum(compiled[-tail:]) / tail
+    return lines + ["", f"Mean of the last {tail} updates: eager {mean_a:.4f}, compiled "
+                    f"{mean_b:.4f} ({100 * (mean_b - mean_a) / mean_a:+.2f}%).", ""]
+
+
 def fairseq_markdown(result: dict) -> list[str]:
     """The fairseq section: its updates and decoding beside the harness's, same card, same run."""
     fq = result["fairseq"]
-    ours = {(r["experiment"], r["target_tokens"]): r for r in result["training"]}
+    ours = {(r["experiment"], r["target_tokens"]): r  # the compiled run where there is one
+            for r in sorted(result["training"], key=lambda r: r["compiled"])}
     lines = [f"## fairseq {fq['fairseq']} on the same card, same batches", "",
              "`benchmarks/gpu_fairseq.py`: fairseq's `Trainer.train_step` (what `fairseq-train` "
              "runs per update) on the same pairs; `fp16` is fairseq's `--fp16` (fp16 weights, "
@@ -432,6 +500,10 @@ def main() -> None:
                         help="training batch sizes in pairs (smaller for a check on CPU)")
     parser.add_argument("--fairseq", nargs="?", const=sys.executable, metavar="PYTHON",
                         help="also run fairseq 0.12.2, installed for PYTHON (default: this one)")
+    parser.add_argument("--eager", action="store_true",
+                        help="also time Transformer-base and -big eager (uncompiled)")
+    parser.add_argument("--loss-curve", type=int, default=0, metavar="UPDATES",
+                        help="Transformer-base's losses over UPDATES updates, eager and compiled")
     parser.add_argument("--profile", action="store_true",
                         help="write OUT-profile.txt: one Transformer-base update at 32k tokens")
     args = parser.parse_args()
@@ -450,22 +522,28 @@ def main() -> None:
             "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
             "spec_peak_flops": spec_peak(device), "matmul_side": args.matmul,
             "matmul_flops": matmul_rate(device, args.matmul)}
-    training = []
-    for name, pairs in ((n, p) for n in TRAINED for p in args.pairs):
-        if name in models and args.steps:
-            profile = (Path(f"{args.out}-profile.txt") if args.profile and pairs == args.pairs[-1]
-                       and name == "transformer-base" else None)
-            training.append({"experiment": name, **measure_training(
-                plan, name, models[name], device, args.steps, pairs, profile)})
-            models[name].to("cpu")  # with its optimiser gone, the next one has the memory
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(device)
-            print(json.dumps(training[-1]), flush=True)
+    training, curves = [], {}
+    for name in (n for n in TRAINED if n in models and args.steps):
+        tc = TrainConfig.from_dict(plan.train_settings(DATASET, name, seed=1))
+        for compiled in [True, False] if args.eager and name in FAIRSEQ_TRAINED else [True]:
+            model = copy.deepcopy(models[name])  # trained here; decoding gets the untouched one
+            for pairs in args.pairs:
+                profile = (Path(f"{args.out}-profile.txt") if args.profile and compiled
+                           and pairs == args.pairs[-1] and name == "transformer-base" else None)
+                training.append({"experiment": name, **measure_training(
+                    tc, model, device, args.steps, pairs, compiled, profile)})
+                print(json.dumps(training[-1]), flush=True)
+                free_memory(device)
+            if args.loss_curve and name == "transformer-base":
+                curves["compiled" if compiled else "eager"] = loss_curve(
+                    copy.deepcopy(models[name]), tc, device, compiled, args.loss_curve)
+                print(json.dumps(curves), flush=True)
+            del model
+            free_memory(device)
     decoding = measure_decoding({n: models[n] for n in DECODED if n in models}, device,
                                 args.sentences, args.batches)
     print(json.dumps(decoding), flush=True)
-    result = {"meta": meta, "training": training, "decoding": decoding}
+    result = {"meta": meta, "training": training, "decoding": decoding, "loss_curves": curves}
     if args.fairseq:
         result["fairseq"] = run_fairseq(args.fairseq, fairseq_workload(
             models, device, args.pairs, args.steps, args.sentences, args.batches))

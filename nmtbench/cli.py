@@ -115,7 +115,8 @@ def cmd_train(args: argparse.Namespace) -> None:
                      args.src_tokenizer, args.tgt_tokenizer,
                      pretrained=_named(args.pretrained, "--pretrained", "ROLE=DIRECTORY"),
                      inputs=_named(args.input, "--input", "NAME=PATH"))
-    summary = Trainer(args.run_dir, train_settings(args.config), paths, device=args.device).run()
+    summary = Trainer(args.run_dir, train_settings(args.config), paths, device=args.device,
+                      compile=args.compile).run()
     logging.info("training finished: %s", summary)
 
 
@@ -133,6 +134,8 @@ def _train_arguments(sub: argparse._SubParsersAction) -> None:
                    "nmtbench.workflow.run_inputs), e.g. "
                    "init_from=results/runs/.../checkpoints/best.pt")
     s.add_argument("--device", default="auto")
+    s.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                   help="on a GPU, torch.compile the model's layers and loss (CPU: eager)")
     s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_train)
 

@@ -41,7 +41,7 @@ from nmtbench.methods.transformer import (
     reorder,
 )
 from nmtbench.models.contract import Batch, Losses, Method, Model, Progress, method_settings
-from nmtbench.models.losses import label_smoothed_nll
+from nmtbench.models.losses import compiled_smoothed_nll, smoothed_nll_of_logits
 
 
 def target_sequence(batch: Batch, bos: int) -> torch.Tensor:
@@ -105,9 +105,9 @@ class ConditionalMaskedLM(Model):
         length_nll = F.cross_entropy(self._length_logits(encoded.length), lengths,
                                      reduction="sum")
         logits = self.decoder(tokens.masked_fill(masked, v.mask), encoded)
-        lprobs = F.log_softmax(logits[masked], dim=-1, dtype=torch.float32)  # (M, V)
-        loss_sum, nll_sum = label_smoothed_nll(lprobs, tokens[masked],
-                                               self.settings.label_smoothing, v.pad)
+        smoothed_nll = compiled_smoothed_nll() if self.compiled else smoothed_nll_of_logits
+        loss_sum, nll_sum = smoothed_nll(logits[masked], tokens[masked],  # (M, V), (M,)
+                                         self.settings.label_smoothing, v.pad)
         ntokens = int(masked.sum())
         return Losses({"tokens": loss_sum, "length": length_nll}, ntokens,
                       {"nll": nll_sum.item() / ntokens})

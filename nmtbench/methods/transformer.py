@@ -39,7 +39,7 @@ from nmtbench.models.contract import (
     Progress,
     method_settings,
 )
-from nmtbench.models.losses import label_smoothed_nll
+from nmtbench.models.losses import compiled_smoothed_nll, smoothed_nll_of_logits
 
 
 @dataclass
@@ -506,10 +506,10 @@ class EncoderDecoder(Model):
     def token_losses(self, logits: torch.Tensor, batch: Batch) -> Losses:
         """Label-smoothed cross-entropy of teacher-forced logits (B, T, V) against the batch's
         targets: the term "tokens" (a method adding terms of its own starts from it)."""
-        lprobs = F.log_softmax(logits, dim=-1, dtype=torch.float32).flatten(0, 1)  # (B*T, V)
         target = batch.tgt_out.flatten()  # (B*T,)
-        loss_sum, nll_sum = label_smoothed_nll(lprobs, target, self.settings.label_smoothing,
-                                               self.tgt_vocab.pad)
+        smoothed_nll = compiled_smoothed_nll() if self.compiled else smoothed_nll_of_logits
+        loss_sum, nll_sum = smoothed_nll(logits.flatten(0, 1), target,
+                                         self.settings.label_smoothing, self.tgt_vocab.pad)
         ntokens = int((target != self.tgt_vocab.pad).sum())
         return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.item() / ntokens})
 

@@ -173,6 +173,7 @@ class Model(nn.Module):
     src_vocab: Vocab
     tgt_vocab: Vocab
     settings: MethodSettings
+    compiled = False  # set by `nmtbench.training.compiling`: the loss runs compiled too
 
     def param_groups(self) -> list[ParamGroup]:
         """The optimiser's groups; together they hold every trainable parameter once."""

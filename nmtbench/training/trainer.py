@@ -45,6 +45,7 @@ from nmtbench.models import checkpoints
 from nmtbench.models.contract import Model, adamw
 from nmtbench.run_paths import RunPaths
 from nmtbench.training import distributed
+from nmtbench.training.compiling import compile_for_training
 from nmtbench.training.run_files import RunFiles, hold
 from nmtbench.training.training_data import TrainingData
 from nmtbench.training.update import Diverged, Updater
@@ -57,10 +58,11 @@ log = logging.getLogger(__name__)
 
 class Trainer:
     """Trains one run in `run_dir` with `cfg` (the resolved experiment config) on `paths`
-    (corpora, tokenizers, pre-trained checkpoints, run inputs), or resumes it."""
+    (corpora, tokenizers, pre-trained checkpoints, run inputs), or resumes it; on a GPU with
+    the model compiled (`compile`; nmtbench.training.compiling)."""
 
     def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: RunPaths,
-                 device: str = "auto"):
+                 device: str = "auto", compile: bool = True):
         self.run_dir = Path(run_dir)
         self.cfg, self.paths = cfg, paths
         # other runs' outputs it trains with (`--input NAME=PATH`), by kind
@@ -80,6 +82,8 @@ class Trainer:
         self.model: Model = self.method.build(cfg, vocab_of(self.src_tok),
                                               vocab_of(self.tgt_tok),
                                               paths.pretrained).to(self.device)
+        if compile and self.device.type == "cuda":
+            compile_for_training(self.model)
         data = TrainingData(paths, self.src_tok, self.tgt_tok, self.tc, self.model)
         for kind, given in self.input_kinds:
             kind.load_data(data, given)
