@@ -417,7 +417,7 @@ def markdown(result: dict) -> str:
               "161, BERT-fused NAT 260, AB-Net 327, AB-Net-Enc 165; 2.38x speedup for AB-Net) "
               "were measured on their own hardware with trained models; compare ratios, not "
               "milliseconds.", ""]
-    if result.get("loss_curves"):
+    if len(result.get("loss_curves", {})) == 2:
         lines += curve_markdown(result["loss_curves"])
     if "fairseq" in result:
         lines += fairseq_markdown(result)
@@ -522,7 +522,13 @@ def main() -> None:
             "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
             "spec_peak_flops": spec_peak(device), "matmul_side": args.matmul,
             "matmul_flops": matmul_rate(device, args.matmul)}
-    training, curves = [], {}
+    result = {"meta": meta, "training": [], "decoding": {}, "loss_curves": {}}
+
+    def save() -> None:  # after each part, so a run cut short keeps what it measured
+        write_json(f"{args.out}.json", result)
+        Path(f"{args.out}.md").write_text(markdown(result))
+
+    training, curves = result["training"], result["loss_curves"]
     for name in (n for n in TRAINED if n in models and args.steps):
         tc = TrainConfig.from_dict(plan.train_settings(DATASET, name, seed=1))
         for compiled in [True, False] if args.eager and name in FAIRSEQ_TRAINED else [True]:
@@ -540,15 +546,15 @@ def main() -> None:
                 print(json.dumps(curves), flush=True)
             del model
             free_memory(device)
-    decoding = measure_decoding({n: models[n] for n in DECODED if n in models}, device,
-                                args.sentences, args.batches)
+        save()
+    decoding = result["decoding"] = measure_decoding(
+        {n: models[n] for n in DECODED if n in models}, device, args.sentences, args.batches)
     print(json.dumps(decoding), flush=True)
-    result = {"meta": meta, "training": training, "decoding": decoding, "loss_curves": curves}
+    save()
     if args.fairseq:
         result["fairseq"] = run_fairseq(args.fairseq, fairseq_workload(
             models, device, args.pairs, args.steps, args.sentences, args.batches))
-    write_json(f"{args.out}.json", result)
-    Path(f"{args.out}.md").write_text(markdown(result))
+        save()
     print(f"wrote {args.out}.md and .json; median latencies: "
           + ", ".join(f"{n} {r['median']:.1f} ms" for n, r in decoding.items()))
 
