@@ -52,7 +52,6 @@ from nmtbench.models.batches import Bitext
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.contract import Model, adamw
 from nmtbench.models.mask_predict import mask_predict
-from nmtbench.training.compiling import compile_for_training
 from nmtbench.training.distributed import World
 from nmtbench.training.update import Updater
 from nmtbench.workflow.config import check, load_config
@@ -155,7 +154,7 @@ def trainer_for(model: Model, tc: TrainConfig, device: torch.device, compiled: b
     `nmtbench train` compiles it)."""
     model.to(device)
     if compiled and device.type == "cuda" and not model.compiled:
-        compile_for_training(model)
+        model.compile_for_training()
     groups = model.param_groups()
     optimizer = adamw(groups, tc.weight_decay, lr=tc.lr, betas=tc.adam_betas, eps=tc.adam_eps)
     return Updater(model, None, groups, optimizer, World(), device, tc, total_updates=10_000)
@@ -379,7 +378,7 @@ def markdown(result: dict) -> str:
         "## Training (bf16 autocast, pairs of 32 + 32 tokens)",
         "",
         "Compiled: the model's own layers and its loss through torch.compile, as `nmtbench "
-        "train` runs them on a GPU (config `compile`); eager: without.",
+        "train` runs them on a GPU with the config's `compile: true`; eager: without.",
         "",
         "| experiment | compiled | parameters (trained) | target tokens/update | ms/update | "
         "target tokens/s | TFLOP/update | TFLOP/s | MFU vs spec peak | "
@@ -500,8 +499,9 @@ def main() -> None:
                         help="training batch sizes in pairs (smaller for a check on CPU)")
     parser.add_argument("--fairseq", nargs="?", const=sys.executable, metavar="PYTHON",
                         help="also run fairseq 0.12.2, installed for PYTHON (default: this one)")
-    parser.add_argument("--eager", action="store_true",
-                        help="also time Transformer-base and -big eager (uncompiled)")
+    parser.add_argument("--both", action="store_true",
+                        help="time Transformer-base and -big both compiled and eager (the "
+                        "config's `compile` gives the others' mode)")
     parser.add_argument("--loss-curve", type=int, default=0, metavar="UPDATES",
                         help="Transformer-base's losses over UPDATES updates, eager and compiled")
     parser.add_argument("--profile", action="store_true",
@@ -529,9 +529,11 @@ def main() -> None:
         Path(f"{args.out}.md").write_text(markdown(result))
 
     training, curves = result["training"], result["loss_curves"]
+    default = config.get("compile", False)  # as `nmtbench train` runs on a GPU
     for name in (n for n in TRAINED if n in models and args.steps):
         tc = TrainConfig.from_dict(plan.train_settings(DATASET, name, seed=1))
-        for compiled in [True, False] if args.eager and name in FAIRSEQ_TRAINED else [True]:
+        for compiled in ([default, not default] if args.both and name in FAIRSEQ_TRAINED
+                         else [default]):
             model = copy.deepcopy(models[name])  # trained here; decoding gets the untouched one
             for pairs in args.pairs:
                 profile = (Path(f"{args.out}-profile.txt") if args.profile and compiled
@@ -540,12 +542,13 @@ def main() -> None:
                     tc, model, device, args.steps, pairs, compiled, profile)})
                 print(json.dumps(training[-1]), flush=True)
                 free_memory(device)
-            if args.loss_curve and name == "transformer-base":
-                curves["compiled" if compiled else "eager"] = loss_curve(
-                    copy.deepcopy(models[name]), tc, device, compiled, args.loss_curve)
-                print(json.dumps(curves), flush=True)
             del model
             free_memory(device)
+        if args.loss_curve and name == "transformer-base":
+            for compiled in (False, True):
+                curves["compiled" if compiled else "eager"] = loss_curve(
+                    copy.deepcopy(models[name]), tc, device, compiled, args.loss_curve)
+            print(json.dumps(curves), flush=True)
         save()
     decoding = result["decoding"] = measure_decoding(
         {n: models[n] for n in DECODED if n in models}, device, args.sentences, args.batches)

@@ -134,7 +134,7 @@ def _train_arguments(sub: argparse._SubParsersAction) -> None:
                    "nmtbench.workflow.run_inputs), e.g. "
                    "init_from=results/runs/.../checkpoints/best.pt")
     s.add_argument("--device", default="auto")
-    s.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+    s.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="on a GPU, torch.compile the model's layers and loss (CPU: eager)")
     s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_train)

@@ -12,7 +12,7 @@ rule train:
         run_dir=lambda w, output: os.path.dirname(output[0]),
         experiment=experiment_json,
         device=config.get("device", "auto"),
-        compile="--compile" if config.get("compile", True) else "--no-compile",
+        compile="--compile" if config.get("compile", False) else "--no-compile",
         src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
         tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
         pretrained=pretrained_arguments,
@@ -38,7 +38,7 @@ rule train:
         "--valid-src {input.valid_src:q} --valid-tgt {input.valid_tgt:q} "
         "--src-tokenizer {params.src_tokenizer:q} --tgt-tokenizer {params.tgt_tokenizer:q} "
         "{params.pretrained:q} {params.inputs:q} "
-        "--device {params.device:q} {params.compile} --threads {threads:q} >> {log:q} 2>&1"
+        "--device {params.device:q} {params.compile:q} --threads {threads:q} >> {log:q} 2>&1"
 
 
 # A C-MLM teacher's top-K soft targets of the training set (Chen et al. 2020): every target

@@ -195,6 +195,8 @@ class Block(nn.Module):
     """Residual plumbing shared by both layer types: post-norm LN(x + f(x)) or pre-norm
     x + f(LN(x)); `_in` gives f its input, `_out` closes the residual."""
 
+    compiled_in_training = True  # Model.compile_for_training compiles each layer
+
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.pre_norm = cfg.pre_norm

@@ -45,7 +45,6 @@ from nmtbench.models import checkpoints
 from nmtbench.models.contract import Model, adamw
 from nmtbench.run_paths import RunPaths
 from nmtbench.training import distributed
-from nmtbench.training.compiling import compile_for_training
 from nmtbench.training.run_files import RunFiles, hold
 from nmtbench.training.training_data import TrainingData
 from nmtbench.training.update import Diverged, Updater
@@ -59,10 +58,10 @@ log = logging.getLogger(__name__)
 class Trainer:
     """Trains one run in `run_dir` with `cfg` (the resolved experiment config) on `paths`
     (corpora, tokenizers, pre-trained checkpoints, run inputs), or resumes it; on a GPU with
-    the model compiled (`compile`; nmtbench.training.compiling)."""
+    the model compiled (`compile`; `Model.compile_for_training`)."""
 
     def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: RunPaths,
-                 device: str = "auto", compile: bool = True):
+                 device: str = "auto", compile: bool = False):
         self.run_dir = Path(run_dir)
         self.cfg, self.paths = cfg, paths
         # other runs' outputs it trains with (`--input NAME=PATH`), by kind
@@ -83,7 +82,7 @@ class Trainer:
                                               vocab_of(self.tgt_tok),
                                               paths.pretrained).to(self.device)
         if compile and self.device.type == "cuda":
-            compile_for_training(self.model)
+            self.model.compile_for_training()
         data = TrainingData(paths, self.src_tok, self.tgt_tok, self.tc, self.model)
         for kind, given in self.input_kinds:
             kind.load_data(data, given)
