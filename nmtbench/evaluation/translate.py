@@ -143,7 +143,7 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     elif model.algorithm == "mask_predict":
         def search(src: torch.Tensor) -> list[list[int]]:
             return mask_predict(model, src, length_beam=s.length_beam, iterations=s.iterations,
-                                vocab=vocab)
+                                vocab=vocab, lenpen=s.lenpen, lenpen_form=s.lenpen_form)
     else:
         raise InputError(f"method decodes with {model.algorithm!r}, which is not available")
     encoded = encode_sources(src_tok, lines, model.source_bos)

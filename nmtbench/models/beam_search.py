@@ -30,9 +30,10 @@ from nmtbench.models.contract import Autoregressive, evaluating, without_grad
 LENPEN_FORMS = ("fairseq", "gnmt")
 
 
-def length_penalty(length: int, lenpen: float, form: str) -> float:
+def length_penalty(length, lenpen: float, form: str):
     """Divisor of a finished hypothesis' log-prob: len^a (fairseq) or ((5+len)/6)^a (GNMT, Wu et
-    al. 2016); `length` counts the EOS token."""
+    al. 2016); beam search's `length` counts the EOS token, mask-predict's does not (lengths
+    may be a tensor)."""
     return length ** lenpen if form == "fairseq" else ((5 + length) / 6) ** lenpen
 
 

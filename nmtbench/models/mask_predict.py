@@ -11,7 +11,10 @@ Per source sentence:
   n * (T - t) / T (rounded down) tokens of lowest probability and predicts them again,
   the other tokens keeping their tokens and probabilities (linear decay, as Mask-Predict);
 - a candidate stops early when an iteration leaves its tokens unchanged (AB-Net section 3.3);
-- the answer is the candidate with the highest average token log-probability.
+- the answer is the candidate with the highest summed token log-probability over a length
+  penalty of its |y| tokens: |y|^lenpen (`fairseq`; lenpen 1, the default, is Mask-Predict's
+  average log-probability) or ((5 + |y|) / 6)^lenpen (`gnmt`: AB-Net's authors rank with it at
+  lenpen 1.1, in their released generator, `sequence_generator_with_bert.py`).
 
 Choices of ours: length 0 is never proposed (a target has at least one token); a position is
 never filled with pad, BOS, EOS or MASK; only unfinished candidates are run through the model,
@@ -24,25 +27,30 @@ from __future__ import annotations
 import torch
 
 from nmtbench.data.tokenization import Vocab
+from nmtbench.models.beam_search import LENPEN_FORMS, length_penalty
 from nmtbench.models.contract import NonAutoregressive, evaluating, without_grad
 
 
 def mask_predict(model: NonAutoregressive, src: torch.Tensor, *, vocab: Vocab, length_beam: int,
-                 iterations: int) -> list[list[int]]:
+                 iterations: int, lenpen: float = 1.0, lenpen_form: str = "fairseq"
+                 ) -> list[list[int]]:
     """Best hypothesis (token ids, no BOS/EOS) for each source row of src (B, S), in the
-    target `vocab` (its BOS, EOS, pad and mask).
+    target `vocab` (its BOS, EOS, pad and mask); candidates ranked under the length penalty
+    (`lenpen`, `lenpen_form`).
 
     The model is put in eval mode for the search and restored after.
     """
     if length_beam < 1 or iterations < 1:
         raise ValueError(f"length_beam and iterations must be >= 1, got {length_beam}, "
                          f"{iterations}")
+    if lenpen_form not in LENPEN_FORMS:
+        raise ValueError(f"unknown lenpen_form {lenpen_form!r}; known: {', '.join(LENPEN_FORMS)}")
     with evaluating(model), without_grad(src.device):
-        return _decode(model, src, length_beam, iterations, vocab)
+        return _decode(model, src, length_beam, iterations, vocab, lenpen, lenpen_form)
 
 
-def _decode(model: NonAutoregressive, src: torch.Tensor, K: int, T: int, vocab: Vocab
-            ) -> list[list[int]]:
+def _decode(model: NonAutoregressive, src: torch.Tensor, K: int, T: int, vocab: Vocab,
+            lenpen: float, lenpen_form: str) -> list[list[int]]:
     bos, eos, pad, mask = vocab.bos, vocab.eos, vocab.pad, vocab.mask
     B, device = src.size(0), src.device
     state = model.encode(src)
@@ -87,7 +95,8 @@ def _decode(model: NonAutoregressive, src: torch.Tensor, K: int, T: int, vocab: 
         if t > 0:
             done[rows] = (new_tokens == before).all(dim=1)
 
-    score = (token_lprobs * content).sum(1) / lengths  # (N,) average log-prob
+    penalty = length_penalty(lengths.double(), lenpen, lenpen_form)  # (N,)
+    score = (token_lprobs * content).sum(1).double() / penalty  # (N,)
     pick = score.view(B, K).argmax(dim=1)  # (B,)
     chosen = torch.arange(B, device=device) * K + pick
     return [tokens[i, 1: int(lengths[i]) + 1].tolist() for i in chosen.tolist()]

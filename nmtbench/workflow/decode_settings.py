@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 BEAM_SEARCH = ("beam", "lenpen", "lenpen_form", "max_len_a", "max_len_b")
-MASK_PREDICT = ("length_beam", "iterations")
+MASK_PREDICT = ("length_beam", "iterations", "lenpen", "lenpen_form")
 # Beam-search settings named in a tag only when they differ from their default.
 OPTIONAL_IN_TAG = ("max_len_a", "max_len_b")
 
@@ -51,10 +51,13 @@ class DecodeSettings:
         """A file-name-safe name for everything that changes the hypotheses: the settings of
         the search (beam search, or mask-predict for `decoding: nat`) and the checkpoint."""
         ckpt = f"avg{self.average_last}" if self.average_last else self.checkpoint
-        if self.decoding == "nat":
-            return f"lb{self.length_beam}-it{self.iterations}-{ckpt}"
-        tag = f"beam{self.beam}-lp{_number(self.lenpen)}-{self.lenpen_form}-{ckpt}"
         default = DecodeSettings()
+        if self.decoding == "nat":  # the length penalty named only when not the average's
+            ranked = ("" if (self.lenpen, self.lenpen_form) == (default.lenpen,
+                                                                 default.lenpen_form)
+                      else f"-lp{_number(self.lenpen)}-{self.lenpen_form}")
+            return f"lb{self.length_beam}-it{self.iterations}{ranked}-{ckpt}"
+        tag = f"beam{self.beam}-lp{_number(self.lenpen)}-{self.lenpen_form}-{ckpt}"
         for key in OPTIONAL_IN_TAG:
             if getattr(self, key) != getattr(default, key):
                 tag += f"-{key.replace('_', '')}{_number(getattr(self, key))}"

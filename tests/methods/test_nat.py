@@ -126,6 +126,27 @@ def test_mask_predict_picks_the_candidate_with_the_best_average_log_prob():
     assert out == [[5, 6, 7]]
 
 
+@pytest.mark.parametrize("lenpen, form, best", [(1.0, "fairseq", [5, 6, 7, 8]),
+                                                 (1.1, "gnmt", [5, 6])])
+def test_mask_predict_ranks_its_candidates_under_the_length_penalty(lenpen, form, best):
+    """Lengths 2 and 4, their tokens at probability 0.5 and 0.6. Average log-prob:
+    2 ln 0.5 / 2 = -0.693 < 4 ln 0.6 / 4 = -0.511, length 4 wins. AB-Net's GNMT penalty at 1.1:
+    2 ln 0.5 / (7/6)^1.1 = -1.170 > 4 ln 0.6 / (9/6)^1.1 = -1.308, length 2 wins."""
+    model = Scripted(lengths_first(2, 4), [])
+
+    def predict(tokens, state, positions=None):
+        lprobs = torch.full((*tokens.shape, V.size), -20.0)
+        p = torch.where(tokens[:, 4] != V.pad, 0.6, 0.5).log()  # length-4 rows: 0.6
+        for pos, token in zip((1, 2, 3, 4), (5, 6, 7, 8), strict=True):
+            lprobs[:, pos, token] = p
+        return lprobs if positions is None else lprobs[positions]
+
+    model.predict = predict
+    out = mask_predict(model, torch.tensor([[2, 5, 3]]), length_beam=2, iterations=1, vocab=V,
+                       lenpen=lenpen, lenpen_form=form)
+    assert out == [best]
+
+
 def test_mask_predict_batches_sentences_of_different_lengths():
     lp = torch.cat([lengths_first(1), lengths_first(3)])
     model = Scripted(lp, [{1: (5, 0.9), 2: (6, 0.9), 3: (7, 0.9)}])
