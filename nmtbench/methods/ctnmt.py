@@ -2,16 +2,18 @@
 an NMT model is trained with it, each a setting, together "CTNMT + ALL".
 
 - `rate_scheduling`: the BERT's parameters are an optimiser group of their own whose
-  learning-rate multiplier is slanted-triangular over training: 0 -> 1 over the first
-  `rate_peak` of the updates, back to 0 at `rate_end`, 0 (BERT frozen) after; the NMT
-  parameters keep the usual schedule. Through the core's parameter groups.
+  learning-rate multiplier rho is a slanted triangle: t / T0 for t < T0
+  (`rate_warm_updates`), 1 - (t - T0) / (T - T0) for T0 <= t < T (`rate_freeze_updates`),
+  0 (BERT frozen) after, t counting updates; the NMT parameters keep the usual schedule.
+  Through the core's parameter groups.
 - `dynamic_switch`: a Transformer encoder reads the source beside the BERT and a gate mixes
   the two, g = sigmoid(W h_lm + U h_nmt + b), h = g * h_lm + (1 - g) * h_nmt (Eq. 6-7).
 - `distillation` (asymptotic distillation): L = alpha L_nmt + (1 - alpha) L_kd, L_kd the squared
-  error between the NMT encoder's top layer and the frozen pre-trained BERT's last layer
-  (Eq. 4-5); the BERT is only a teacher, nothing of it is needed to translate. With
-  `distill_side: decoder` (Table 2, "BERT Dec") the student is the decoder's top layer and the
-  teacher a target-side BERT (`tgt_bert`) reading the reference.
+  L2 distance ||h_lm - h_l||^2 between the frozen pre-trained BERT's last layer and the NMT
+  encoder's top layer at each source position (Eq. 4-5); the BERT is only a teacher, nothing
+  of it is needed to translate. With `distill_side: decoder` (Table 2, "BERT Dec") the
+  student is the decoder's top layer and the teacher a target-side BERT (`tgt_bert`) reading
+  the reference.
 
 Which encoder the model has follows from the switches: with the dynamic switch, the BERT and a
 Transformer encoder, gated; with rate scheduling alone, the BERT itself, fine-tuned (the
@@ -20,16 +22,22 @@ alone, a Transformer encoder. The decoder is the Transformer's. The BERT reads [
 and the Transformer encoder x [SEP], the same ids after [CLS] (one vocabulary: the workflow
 reads the source side in its BERT's vocabulary).
 
-Details the excerpt of the paper leaves to us, and what we chose:
-- alpha = 0.5 (`distill_alpha`: the loss terms' weights become {tokens: alpha, distill:
-  1 - alpha}); L_kd is the mean over
-  the state's dimensions of the squared error ("mean-squared-error loss"), summed over real
-  source positions, so both terms are per-token sums the trainer divides alike;
+What the paper leaves open we take from ByteDance's public reproduction of CTNMT (neurst,
+examples/ctnmt; the authors' employer), and say where we differ:
+- alpha = 0.99 (`distill_alpha`; neurst's kd_weight 0.01, "alpha=0.99 makes a better overall
+  result"): the loss terms' weights become {tokens: alpha, distill: 1 - alpha};
+- L_kd sums the squared differences over the state's dimensions, as Eq. 4 writes it and neurst
+  computes it (`distill_reduction: sum`); the text calls it a "mean-squared-error loss", which
+  `distill_reduction: mean` reads as a mean over the dimensions (d times weaker). It is summed
+  over real source positions and, like the token loss, divided by the batch's target tokens
+  (neurst divides it by the source tokens: the same up to the source/target length ratio);
+- the slanted triangle's points are neurst's RateScheduledOptimizer's, T0 = 10,000 and
+  T = 20,000 updates (the formula is cut from our copy of the paper; Howard and Ruder's slanted
+  triangular rates, which it cites, have the same shape). neurst multiplies the BERT's
+  gradients by rho before Adam, which Adam's normalisation largely undoes; we multiply the
+  BERT's learning rate, the rate schedule the paper describes;
 - a student narrower than the BERT is compared through a linear map to the BERT's width (no
   bias; used in training only), and the dynamic switch maps h_lm to d_model first (no bias);
-- the slanted triangle peaks at 10% of training (the cut fraction of Howard and Ruder's
-  slanted triangular rates, which the paper cites) and reaches 0 at 50%, so the BERT is frozen
-  for the second half ("keep the BERT parameters frozen"); the paper's figure gives no numbers;
 - the teacher BERT runs in eval mode (no dropout), so its states are fixed targets;
 - into the decoder: at each target position, the states the decoder's output layer reads
   (having seen the target prefix up to that token) are pulled towards the target BERT's last
@@ -82,13 +90,13 @@ from nmtbench.models.pretrained import check_vocab, load_model, model_config
 TEACHERS = ("bert", "gpt2")
 
 
-def slanted_triangle(progress: Progress, peak: float, end: float) -> float:
-    """The BERT group's learning-rate multiplier at this point of training: linear from 0 at
-    the start to 1 at fraction `peak`, linear back to 0 at fraction `end`, then 0."""
-    f = progress.fraction
-    if f < peak:
-        return f / peak
-    return max(0.0, (end - f) / (end - peak))
+def slanted_triangle(progress: Progress, warm: int, freeze: int) -> float:
+    """The BERT group's learning-rate multiplier rho after `progress.step` updates: linear from
+    0 to 1 over the first `warm` updates, back to 0 at update `freeze`, then 0."""
+    t = progress.step
+    if t < warm:
+        return t / warm
+    return max(0.0, 1 - (t - warm) / (freeze - warm))
 
 
 class CTNMTEncoder(nn.Module):
@@ -173,10 +181,11 @@ class CTNMTModel(EncoderDecoder):
             target = target[:, :student.size(1)]  # [CLS] y, the decoder's inputs
         else:
             target = target[:, target.size(1) - student.size(1):]  # the student's positions
-        error = (self.distill_proj(student).float() - target.float()).pow(2).mean(dim=-1)
+        error = (self.distill_proj(student).float() - target.float()).pow(2)
+        error = error.sum(-1) if self.settings.distill_reduction == "sum" else error.mean(-1)
         distill = error.masked_select(mask).sum()
         losses.terms["distill"] = distill
-        losses.stats["distill_mse"] = distill.item() / max(int(mask.sum()), 1)
+        losses.stats["distill_per_position"] = distill.item() / max(int(mask.sum()), 1)
         return losses
 
     def param_groups(self) -> list[ParamGroup]:
@@ -188,7 +197,8 @@ class CTNMTModel(EncoderDecoder):
         ids = {id(p) for p in own}
         rest = [p for p in self.trainable_parameters() if id(p) not in ids]
         s = self.settings
-        scale = (partial(slanted_triangle, peak=s.rate_peak, end=s.rate_end)
+        scale = (partial(slanted_triangle, warm=s.rate_warm_updates,
+                         freeze=s.rate_freeze_updates)
                  if s.rate_scheduling else constant)
         return [ParamGroup("bert", own, scale), ParamGroup("nmt", rest)]
 
@@ -281,6 +291,7 @@ def _check(s: CTNMTSettings) -> None:
         raise InputError("ctnmt distill_side decoder needs `tgt_bert` (the target-side BERT "
                          "teacher); set it in the experiment or as the dataset's "
                          "checkpoints.tgt")
-    if not 0 < s.rate_peak < s.rate_end <= 1:
-        raise InputError(f"ctnmt rate_peak {s.rate_peak} and rate_end {s.rate_end}: need "
-                         "0 < rate_peak < rate_end <= 1")
+    if not 0 < s.rate_warm_updates < s.rate_freeze_updates:
+        raise InputError(f"ctnmt rate_warm_updates {s.rate_warm_updates} and "
+                         f"rate_freeze_updates {s.rate_freeze_updates}: need "
+                         "0 < rate_warm_updates < rate_freeze_updates")

@@ -29,8 +29,8 @@ def with_override(tmp_path: Path, method: str, settings: dict) -> Path:
 BAD = {
     "group size that does not divide the PTM's layers": (
         "deep-fusion", {"group_size": 3}, "deep-fusion group_size 3"),
-    "rate peak after its end": (
-        "ctnmt", {"rate_peak": 0.6}, "need 0 < rate_peak < rate_end <= 1"),
+    "rate schedule warming past its end": (
+        "ctnmt", {"rate_warm_updates": 600}, "need 0 < rate_warm_updates < rate_freeze_updates"),
     "decoder frozen with nothing to start from": (
         "deep-fusion", {"freeze_decoder": True}, "freeze_decoder needs decoder_init"),
     "shared embeddings of unequal widths": (
@@ -72,7 +72,7 @@ def test_the_smoke_and_default_configs_build_every_run_they_train():
 
 
 def test_check_command_and_a_workflow_start_stop_on_it_before_any_job(tmp_path):
-    extra = with_override(tmp_path, "ctnmt", {"rate_peak": 0.6})
+    extra = with_override(tmp_path, "ctnmt", {"rate_warm_updates": 600})
     check = subprocess.run([sys.executable, "-m", "nmtbench", "check", "--root", str(ROOT),
                             "--configfile", str(SMOKE), str(extra)],
                            capture_output=True, text=True, timeout=300)

@@ -13,7 +13,6 @@ from tiny_checkpoints import BERT_VOCAB, save_byte_level_gpt2, save_tiny_bert, s
 
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
-from nmtbench.methods.ctnmt import slanted_triangle
 from nmtbench.models.contract import Batch, Progress
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
@@ -78,28 +77,33 @@ def test_a_closed_gate_is_the_plain_nmt_encoder(bert):
         torch.testing.assert_close(encoder(src).memory, encoder.lm_proj(h_lm[:, 1:]))
 
 
-def test_the_rate_multiplier_rises_from_zero_peaks_at_one_and_returns_to_zero():
-    def at(step: int) -> float:
-        return slanted_triangle(Progress(step, 1000), peak=0.1, end=0.5)
+def neurst_rho(t: int, warm: int = 10_000, freeze: int = 20_000) -> float:
+    """ByteDance's RateScheduledOptimizer (neurst), written out: t / T0 before T0,
+    1 - (t - T0) / (T - T0) until T, 0 after."""
+    if t < warm:
+        return t / warm
+    return 1 - (t - warm) / (freeze - warm) if t < freeze else 0.0
 
-    assert at(0) == 0.0
-    assert at(50) == pytest.approx(0.5)
-    assert at(100) == pytest.approx(1.0)
-    assert at(300) == pytest.approx(0.5)
-    assert at(500) == 0.0 and at(800) == 0.0 and at(1000) == 0.0
-    rising = [at(s) for s in range(0, 101, 10)]
-    falling = [at(s) for s in range(100, 501, 50)]
-    assert rising == sorted(rising) and falling == sorted(falling, reverse=True)
+
+def test_the_rate_multiplier_is_the_published_slanted_triangle(bert):
+    """At the default points (10,000 and 20,000 updates), whatever the planned total."""
+    groups = {g.name: g for g in ctnmt(bert, rate_scheduling=True).param_groups()}
+    for step in (0, 1, 2_500, 9_999, 10_000, 12_345, 15_000, 19_999, 20_000, 35_000):
+        for total in (25_000, 300_000):
+            assert groups["bert"].lr_scale(Progress(step, total)) == pytest.approx(
+                neurst_rho(step), abs=1e-12)
+    assert neurst_rho(2_500) == 0.25 and neurst_rho(15_000) == 0.5
 
 
 def test_the_bert_has_its_own_group_on_that_schedule(bert):
-    model = ctnmt(bert, rate_scheduling=True, dynamic_switch=True, rate_peak=0.2,
-                  rate_end=0.6)
+    model = ctnmt(bert, rate_scheduling=True, dynamic_switch=True, rate_warm_updates=20,
+                  rate_freeze_updates=60)
     groups = {g.name: g for g in model.param_groups()}
     assert set(groups) == {"bert", "nmt"}
     assert {id(p) for p in groups["bert"].params} == {
         id(p) for p in model.encoder.bert.parameters()}
     assert groups["bert"].lr_scale(Progress(20, 100)) == pytest.approx(1.0)
+    assert groups["bert"].lr_scale(Progress(40, 100)) == pytest.approx(0.5)
     assert groups["bert"].lr_scale(Progress(60, 100)) == 0.0
     assert groups["nmt"].lr_scale(Progress(60, 100)) == 1.0
     # without rate scheduling the fine-tuned BERT learns at the usual rate
@@ -119,6 +123,25 @@ def test_distillation_is_zero_when_the_student_states_are_the_teachers(bert):
         weight = model.encoder.bert.encoder.layer[-1].output.dense.weight
         weight.add_(0.1 * torch.randn_like(weight))
         assert float(model.losses(batch()).terms["distill"]) > 1e-6
+
+
+def test_the_distillation_term_is_eq_4_squared_l2_distance_summed_over_positions(bert):
+    """L_kd = ||h_lm - h_l||_2^2 at each real source position (Eq. 4), summed; the "mean"
+    reading divides each position's by the teacher's width."""
+    losses = {}
+    for reduction in ("sum", "mean"):
+        model = ctnmt(bert, distillation=True, distill_reduction=reduction).eval()
+        b = batch()
+        with torch.no_grad():
+            losses[reduction] = float(model.losses(b).terms["distill"])
+            student = model.distill_proj(model.encoder(b.src).context["student"])
+            teacher = model.teacher(input_ids=b.src, attention_mask=(
+                b.src != BERT_VOCAB.pad).long()).last_hidden_state[:, 1:]
+        real = b.src[:, 1:] != BERT_VOCAB.pad
+        by_hand = sum(float(torch.dot(d, d)) for d in (student - teacher)[real])
+        width = model.teacher.config.hidden_size
+    assert losses["sum"] == pytest.approx(by_hand, rel=1e-5)
+    assert losses["mean"] == pytest.approx(by_hand / width, rel=1e-5)
 
 
 def test_distillation_weights_the_terms_with_alpha(bert):
@@ -150,7 +173,7 @@ def test_decoder_distillation_pulls_the_decoder_states_towards_the_target_bert(b
         text = torch.cat([b.tgt_in[:, :1], b.tgt_out], 1)  # [CLS] y [SEP]
         teacher = model.teacher(input_ids=text,
                                 attention_mask=(text != BERT_VOCAB.pad).long()).last_hidden_state
-        error = (model.distill_proj(states) - teacher[:, :4]).pow(2).mean(-1)
+        error = (model.distill_proj(states) - teacher[:, :4]).pow(2).sum(-1)
         expected = error.masked_select(b.tgt_in != BERT_VOCAB.pad).sum()
     torch.testing.assert_close(losses.terms["distill"], expected)
     model.train()
@@ -182,7 +205,7 @@ def test_a_gpt2_teacher_of_the_decoder_has_seen_what_the_student_has(bert, gpt2)
         losses = model.losses(b)
         states = model.decoder.states(b.tgt_in, model.encoder(b.src))
     teacher = gpt2_states(gpt2, torch.cat([b.tgt_in[:, :1], b.tgt_out], 1))
-    error = (model.distill_proj(states) - teacher[:, :4]).pow(2).mean(-1)
+    error = (model.distill_proj(states) - teacher[:, :4]).pow(2).sum(-1)
     torch.testing.assert_close(losses.terms["distill"],
                                error.masked_select(b.tgt_in != BERT_VOCAB.pad).sum())
     changed = torch.cat([b.tgt_in[:, :1], b.tgt_out], 1)
@@ -200,7 +223,7 @@ def test_a_gpt2_teacher_of_the_encoder_reads_the_source(bert, gpt2):
         losses = model.losses(b)
         student = model.encoder(b.src).context["student"]
     teacher = gpt2_states(gpt2, b.src)[:, 1:]
-    error = (model.distill_proj(student) - teacher).pow(2).mean(-1)
+    error = (model.distill_proj(student) - teacher).pow(2).sum(-1)
     torch.testing.assert_close(losses.terms["distill"],
                                error.masked_select(b.src[:, 1:] != BERT_VOCAB.pad).sum())
     assert model.encoder.bert is None
@@ -215,7 +238,8 @@ def test_a_gpt2_teacher_of_the_encoder_reads_the_source(bert, gpt2):
     ({"distillation": True, "distill_teacher": "t5"}, "ctnmt distill_teacher 't5': use one of"),
     ({"distillation": True, "distill_teacher": "gpt2", "dynamic_switch": True},
      "the dynamic switch and rate scheduling need it to be the BERT"),
-    ({"rate_scheduling": True, "rate_peak": 0.6, "rate_end": 0.5}, "need 0 < rate_peak"),
+    ({"rate_scheduling": True, "rate_warm_updates": 600, "rate_freeze_updates": 500},
+     "need 0 < rate_warm_updates < rate_freeze_updates"),
 ])
 def test_bad_settings_are_one_line(bert, settings, message):
     with pytest.raises(InputError, match=message):
@@ -270,7 +294,7 @@ def test_a_byte_level_gpt2_teaches_through_training_and_decoding(side, bert, toy
                     pretrained={role: str(teacher)}), device="cpu").run()
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     steps = [r for r in log if r["event"] == "train"]
-    assert steps and all(r["distill_mse"] > 0 for r in steps)
+    assert steps and all(r["distill_per_position"] > 0 for r in steps)
     model = load_run_model(run)[0]
     rows = model.teacher.get_input_embeddings().weight
     assert rows.shape[0] == own + 2 and not rows[own:].any()
