@@ -31,16 +31,23 @@ Details the paper leaves to us, and what we chose:
   it 2.02, the linear map 1.76, the decoder reading the PTM's top layer directly 1.65;
 - TWP scores the mapped top group, FFN(R^A_N) pooled, against the decoder's target embeddings
   (read detached: they are the decoder's), so TWP adds no parameters; its loss is the
-  negative log-likelihood of every target token (EOS included) under that one distribution;
-- TSP: g(x) = W mean(R^A_N(x)); the target has no place in the PTM's vocabulary (the toy world
-  and our datasets give each side its own), so g(y) is the PTM reading y itself through the
-  decoder's target embeddings (detached) mapped by a linear layer of its own to the PTM's
-  width, then the top group's aggregation, pooling and W, as for x: order-aware, so swapped
-  negatives differ. The candidates of each source are its target, the batch's other targets
-  and one synthetic corruption of every target in the batch (its own included): half in-batch,
-  half synthetic, as the paper says, 2B - 1 negatives rather than B. A corruption picks 50% of
-  the words (at least one) and swaps, replaces (with a random target word) or deletes each,
-  uniformly; softmax over cosine similarities without a temperature (Eq. 17 has none);
+  negative log-likelihood, under that one distribution, of each word of the target's bag of
+  words (Eq. 15: an unordered set, so a repeated word counts once; EOS is not a word);
+- TSP: g(x) = W mean(R^A_N(x)), and g(y) the same of the PTM reading y ([CLS] y [SEP]): where
+  both sides read one vocabulary (`vocabulary` other than `sides`: the PTM's, as
+  config/paper.yaml sets it), through the PTM's own word embeddings, exactly as it reads x;
+  where the target has its own vocabulary (the toy world), the target's words have no place
+  in the PTM's, so they come through the decoder's target embeddings (detached) mapped by a
+  linear layer of its own to the PTM's width. Either way order-aware, so swapped negatives
+  differ. Each source gets B negatives (the paper's count, B the batch's sentences): half
+  (rounded down) of the batch's other targets, drawn at random, and half (rounded up)
+  synthetic corruptions, its own target's always among them (the "similar words but no
+  correct semantic" negative the text describes), the others corruptions of other targets. A
+  corruption picks 50% of the words (at least one) and swaps, replaces (with a random target
+  word) or deletes each, uniformly. Eq. 17 as printed sums only the negatives below the line;
+  we add the target, as the contrastive loss it cites (Khosla et al. 2020) does, so the loss
+  is a cross-entropy over the target and its B negatives, over cosine similarities without a
+  temperature (Eq. 17 has none);
 - the masked LM is BERT's (15% of the source's word pieces chosen, 80/10/10) on the same batch
   of sources, with the checkpoint's own masked-LM head;
 - the losses are added as the paper writes, each a mean over its own units (target tokens,
@@ -52,7 +59,7 @@ Details the paper leaves to us, and what we chose:
   layer, with `vocabulary` naming the PTM so that both sides read its WordPiece. This is how we
   read Table 1's 171M "#Param" (README, deep fusion): mBERT with its vocabulary trimmed to the
   training data's 30k most frequent pieces (config `trimmed`) and shared with the target gives
-  174.7M, a separate 30k target vocabulary 197.7M, full mBERT 266.6M. The shared table is both
+  174.1M, a separate 30k target vocabulary 197.7M, full mBERT 266.6M. The shared table is both
   the PTM's and the decoder's, so the translation loss moves it too: the one parameter outside
   the partition of Figure 2, which the paper's counts imply but its text does not discuss.
 """
@@ -259,6 +266,31 @@ def corrupt(target: torch.Tensor, content: torch.Tensor, vocab: Vocab,
                         dtype=target.dtype, device=target.device)
 
 
+def tsp_negatives(batch: int, device: torch.device | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Which of the 2B candidates (the batch's targets, then one corruption of each) are each
+    source's B negatives (B, 2B): B // 2 other targets at random, and the corruption of its own
+    target with B - B // 2 - 1 corruptions of other targets at random."""
+    allowed = torch.zeros(batch, 2 * batch, dtype=torch.bool)
+    for i in range(batch):
+        others = torch.tensor([j for j in range(batch) if j != i], dtype=torch.long)
+        order = others[torch.randperm(len(others), generator=generator)]
+        allowed[i, order[:batch // 2]] = True
+        allowed[i, batch + i] = True
+        order = others[torch.randperm(len(others), generator=generator)]
+        allowed[i, batch + order[:batch - batch // 2 - 1]] = True
+    return allowed.to(device)
+
+
+def bag_of_words(target: torch.Tensor, vocab: Vocab, size: int) -> torch.Tensor:
+    """(B, size) True at each distinct word of each target row (B, T): pad, BOS and EOS are
+    not words."""
+    bag = torch.zeros(target.size(0), size, dtype=torch.bool, device=target.device)
+    bag.scatter_(1, target, True)
+    bag[:, [vocab.pad, vocab.bos, vocab.eos]] = False
+    return bag
+
+
 def _random_word(vocab: Vocab, avoid: int, generator: torch.Generator | None) -> int:
     """A random non-special word id other than `avoid`."""
     special = {vocab.pad, vocab.bos, vocab.eos, vocab.unk, vocab.mask}
@@ -297,10 +329,11 @@ class DeepFusionTasks:
         if "tsp" not in self.settings.losses:
             return
         width, d_dec = self.encoder.ptm.config.hidden_size, self.decoder.embed.embedding_dim
-        self.tsp_embed = nn.Linear(d_dec, width, bias=False)  # target words into the PTM
         self.tsp_project = nn.Linear(width, width)  # g(.) of Eq. 17
-        for linear in (self.tsp_embed, self.tsp_project):
-            nn.init.xavier_uniform_(linear.weight)
+        nn.init.xavier_uniform_(self.tsp_project.weight)
+        if self.settings.vocabulary == "sides":  # target words into the PTM's width
+            self.tsp_embed = nn.Linear(d_dec, width, bias=False)
+            nn.init.xavier_uniform_(self.tsp_embed.weight)
 
     def part_of(self, name: str) -> str:
         """The part ("ptm", "coordinator", "decoder") a parameter belongs to (`PARTITION`)."""
@@ -325,14 +358,13 @@ class DeepFusionTasks:
         on, ntokens = set(self.settings.losses), losses.ntokens
         if on & {"twp", "tsp"}:
             r_top = self.top_group(states, keep)  # (B, H)
-        if "twp" in on:  # Eq. 15: the target's tokens under one bag-of-words distribution
+        if "twp" in on:  # Eq. 15: the target's bag of words under one distribution
             logits = F.linear(self.encoder.coordinator.map(r_top),
                               self.fixed(self.decoder.embed.weight))
-            words = batch.tgt_out != self.tgt_vocab.pad
-            lprobs = logits.float().log_softmax(-1).gather(1, batch.tgt_out)  # (B, T)
-            twp = -lprobs[words].sum()
+            bag = bag_of_words(batch.tgt_out, self.tgt_vocab, logits.size(-1))  # (B, V)
+            twp = -logits.float().log_softmax(-1)[bag].sum()
             losses.terms["twp"] = twp
-            losses.stats["twp_nll"] = twp.item() / max(int(words.sum()), 1)
+            losses.stats["twp_nll"] = twp.item() / max(int(bag.sum()), 1)
         if "tsp" in on:  # Eq. 17
             tsp, accuracy = self.target_sentence_prediction(batch, r_top)
             losses.terms["tsp"] = tsp * ntokens
@@ -353,27 +385,37 @@ class DeepFusionTasks:
         return masked_mean(aggregated, keep)
 
     def sentence_vectors(self, targets: torch.Tensor) -> torch.Tensor:
-        """g(y) (B, H) of target sentences (B, T): the PTM reads their words through the
-        decoder's target embeddings (fixed) mapped to its width."""
-        keep = targets != self.tgt_vocab.pad
-        words = self.tsp_embed(self.fixed(self.decoder.embed.weight)[targets])
-        states = self.encoder.layers(self.encoder.ptm.embeddings(inputs_embeds=words), keep)
-        return self.tsp_project(self.top_group(states, keep))
+        """g(y) (N, H) of target sentences y [SEP] (N, T): the PTM reads [CLS] y [SEP], by
+        their ids where it shares the target's vocabulary, else through the decoder's target
+        embeddings (fixed) mapped to its width."""
+        v = self.tgt_vocab
+        targets = F.pad(targets, (1, 0), value=v.bos)
+        keep = targets != v.pad
+        ptm = self.encoder.ptm
+        if self.settings.vocabulary != "sides":
+            embedded = ptm.embeddings(input_ids=targets)
+        else:
+            embedded = ptm.embeddings(inputs_embeds=self.tsp_embed(
+                self.fixed(self.decoder.embed.weight)[targets]))
+        return self.tsp_project(self.top_group(self.encoder.layers(embedded, keep), keep))
 
     def target_sentence_prediction(self, batch: Batch, r_top: torch.Tensor,
                                    ) -> tuple[torch.Tensor, float]:
-        """The mean of Eq. 17 over the batch: each source against its target, the batch's
-        other targets and a corruption of every target; and how often the target wins."""
+        """The mean of Eq. 17 over the batch: each source against its target and its B
+        negatives (`tsp_negatives`); and how often the target wins."""
         v = self.tgt_vocab
         content = (batch.tgt_out != v.pad) & (batch.tgt_out != v.eos)
-        negatives = corrupt(batch.tgt_out, content, v)
-        longest = max(batch.tgt_out.size(1), negatives.size(1))
+        corrupted = corrupt(batch.tgt_out, content, v)
+        longest = max(batch.tgt_out.size(1), corrupted.size(1))
         candidates = torch.cat([F.pad(t, (0, longest - t.size(1)), value=v.pad)
-                                for t in (batch.tgt_out, negatives)])  # (2B, T)
+                                for t in (batch.tgt_out, corrupted)])  # (2B, T)
         x = F.normalize(self.tsp_project(r_top).float(), dim=-1)  # (B, H)
         y = F.normalize(self.sentence_vectors(candidates).float(), dim=-1)  # (2B, H)
         scores = x @ y.T  # cosine similarities (B, 2B)
         gold = torch.arange(x.size(0), device=x.device)
+        allowed = tsp_negatives(x.size(0), x.device)
+        allowed[gold, gold] = True  # the target itself
+        scores = scores.masked_fill(~allowed, float("-inf"))
         return (F.cross_entropy(scores, gold),
                 float((scores.argmax(-1) == gold).float().mean()))
 

@@ -11,7 +11,13 @@ from tiny_checkpoints import BERT_VOCAB, save_tiny_bert, save_tiny_gpt2
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
-from nmtbench.methods.deep_fusion import PARTITION, bert_masking, corrupt
+from nmtbench.methods.deep_fusion import (
+    PARTITION,
+    bag_of_words,
+    bert_masking,
+    corrupt,
+    tsp_negatives,
+)
 from nmtbench.models.contract import Batch
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "dropout": 0.0,
@@ -180,6 +186,51 @@ def test_each_corruption_touches_half_of_the_words():
         assert sum(a != b for a, b in zip(row, range(10, 30), strict=True)) == 10
 
 
+def test_twp_scores_the_targets_bag_of_words_each_word_once(bert):
+    """Eq. 15's y_bow is an unordered set of the target's words: a repeated word counts once,
+    EOS and padding not at all."""
+    v = BERT_VOCAB
+    target = torch.tensor([[40, 41, 40, v.eos], [50, v.eos, v.pad, v.pad]])
+    bag = bag_of_words(target, v, v.size)
+    assert [row.nonzero().flatten().tolist() for row in bag] == [[40, 41], [50]]
+    model = deep_fusion(bert, losses=["t", "twp"]).train()
+    pooled, top_group = [], model.top_group
+    model.top_group = lambda *args: pooled.append(top_group(*args)) or pooled[-1]
+    b = batch()
+    b.tgt_out[0, 2] = 40  # the first target repeats a word: 40 41 40 [SEP]
+    losses = model.losses(b)
+    with torch.no_grad():
+        logits = torch.nn.functional.linear(model.encoder.coordinator.map(pooled[0]),
+                                            model.decoder.embed.weight)
+        lprobs = logits.log_softmax(-1)
+    by_hand = -(lprobs[0, [40, 41]].sum() + lprobs[1, [50, 51]].sum() + lprobs[2, 60])
+    torch.testing.assert_close(losses.terms["twp"].detach(), by_hand)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 8])
+def test_tsp_gives_each_source_b_negatives_half_in_batch_half_synthetic(size):
+    allowed = tsp_negatives(size, generator=torch.Generator().manual_seed(size))
+    for i, row in enumerate(allowed):
+        in_batch, synthetic = row[:size].nonzero().flatten(), row[size:].nonzero().flatten()
+        assert len(in_batch) == size // 2 and len(synthetic) == size - size // 2
+        assert i not in in_batch.tolist()  # the target is not its own negative
+        assert i in synthetic.tolist()  # its own target's corruption always is
+
+
+def test_tsp_reads_a_target_in_the_ptms_vocabulary_by_its_ids(bert):
+    """Both sides in the PTM's vocabulary: g(y) is the PTM reading [CLS] y [SEP] as it reads
+    a source, with no map of its own; a target of its own vocabulary needs one."""
+    shared = deep_fusion(bert, d_model=32, ffn_dim=64, vocabulary="tiny",
+                         share_embeddings=True).eval()
+    assert not hasattr(shared, "tsp_embed") and hasattr(deep_fusion(bert), "tsp_embed")
+    b = batch()
+    with torch.no_grad():
+        as_source = torch.cat([b.tgt_in[:, :1], b.tgt_out], 1)  # [CLS] y [SEP]
+        states, keep = shared.encoder.run(as_source)
+        g_source = shared.tsp_project(shared.top_group(states, keep))
+        torch.testing.assert_close(shared.sentence_vectors(b.tgt_out), g_source)
+
+
 def test_mlm_masks_only_word_pieces():
     vocab = BERT_VOCAB
     src = batch().src
@@ -299,7 +350,7 @@ def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
 
 
 def test_deep_fusion_has_table_1s_parameters_with_mbert_trimmed_and_shared(paper_plan):
-    """mBERT trimmed to 30k pieces and shared with the target: 174.7M against 171M (README)."""
+    """mBERT trimmed to 30k pieces and shared with the target: 174.1M against 171M (README)."""
     from nmtbench.evaluation.params import count_parameters
 
     total = count_parameters(paper_plan, "wmt14-en-de", "deepfusion-m2")["total"]
