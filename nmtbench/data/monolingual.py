@@ -32,6 +32,7 @@ from typing import Any
 from sacremoses import MosesDetokenizer
 from sentence_splitter import SentenceSplitter
 
+from nmtbench.data.casing import lowercased_sides
 from nmtbench.data.corpora import Part, read_part
 from nmtbench.data.pool import ordered_map
 from nmtbench.data.recipes import DOWNLOADS_DIR, process_side, recipe_for
@@ -180,8 +181,9 @@ def _process_chunk(paragraphs: list[str], name: str, spec: dict[str, Any],
     splitter = SentenceSplitter(language=lang)
     split = [splitter.split(detokenizer.detokenize(p.split(), unescape=False))
              for p in paragraphs]
-    processed = process_side([s for sentences in split for s in sentences], lang,
-                             recipe_for(name, spec))
+    recipe = recipe_for(name, spec)  # as the dataset's target side
+    processed = process_side([s for sentences in split for s in sentences], lang, recipe,
+                             "tgt" in lowercased_sides(spec, recipe.lowercase))
     grouped, start = [], 0
     for sentences in split:
         grouped.append(processed[start : start + len(sentences)])

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nmtbench.data import preprocess
+from nmtbench.data.casing import lowercased_sides
 from nmtbench.data.corpora import Part, read_parallel_parts
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
@@ -52,7 +53,7 @@ class Recipe:
     tokenize: bool = True  # Moses tokenizer (False: the release is tokenized already)
     normalize_punct: bool = False  # the WMT scripts' normalize-punctuation + non-printing
     unescape: bool = False  # the release carries Moses escapes (&apos; ...)
-    lowercase: bool = False
+    lowercase: bool = False  # where no cased checkpoint reads the side (nmtbench.data.casing)
     clean: dict[str, float] | None = None  # clean-corpus-n.perl on train: ratio, min/max_len
     transforms: dict[str, Callable[[str], str]] = field(default_factory=dict)  # per language
     carve: Callable[[dict[str, tuple[list[str], list[str]]]], dict[str, Any]] | None = None
@@ -291,6 +292,7 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
     """Run the dataset's recipe on the downloaded files and write its splits and manifest."""
     recipe = recipe_for(name, spec)
     src_lang, tgt_lang = _pair(spec)
+    lowercased = lowercased_sides(spec, recipe.lowercase)
     splits: dict[str, tuple[list[str], list[str]]] = {}
     for split, pieces in recipe.splits.items():
         src, tgt = [], []
@@ -299,8 +301,8 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
             log.info("%s %s: %d pairs from %s", name, split, len(s), src_part.label())
             src += s
             tgt += t
-        splits[split] = (process_side(src, src_lang, recipe, workers),
-                         process_side(tgt, tgt_lang, recipe, workers))
+        splits[split] = (process_side(src, src_lang, recipe, "src" in lowercased, workers),
+                         process_side(tgt, tgt_lang, recipe, "tgt" in lowercased, workers))
     counts: dict[str, Any] = {}
     if recipe.clean is not None:
         src, tgt = splits["train"]
@@ -336,8 +338,10 @@ def prepare(name: str, spec: dict[str, Any], downloads: str | Path, out: str | P
     return manifest
 
 
-def process_side(lines: list[str], lang: str, recipe: Recipe, workers: int = 1) -> list[str]:
-    """One side through the recipe: unescape, per-language transform, Moses, lowercase."""
+def process_side(lines: list[str], lang: str, recipe: Recipe, lowercase: bool,
+                 workers: int = 1) -> list[str]:
+    """One side through the recipe: unescape, per-language transform, Moses, and lowercasing
+    where `lowercase` (`nmtbench.data.casing.lowercased_sides`)."""
     if recipe.unescape:
         lines = [preprocess.unescape_moses(line) for line in lines]
     if lang in recipe.transforms:
@@ -345,4 +349,4 @@ def process_side(lines: list[str], lang: str, recipe: Recipe, workers: int = 1) 
     if recipe.tokenize:
         lines = preprocess.moses_tokenize(lines, lang, recipe.normalize_punct, workers)
     lines = [preprocess.squeeze(line) for line in lines]
-    return [line.lower() for line in lines] if recipe.lowercase else lines
+    return [line.lower() for line in lines] if lowercase else lines

@@ -16,7 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from nmtbench.data.recipes import check_sources
+from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
+from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
 from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
@@ -222,9 +223,13 @@ def _check_pretrained(config: dict[str, Any]) -> None:
 
 def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
     """Each run the DAG trains: its back-translation configured, the seeds of the runs it
-    loads valid, and every checkpoint and vocabulary it reads named by something the
-    workflow can make."""
+    loads valid, every checkpoint and vocabulary it reads named by something the workflow can
+    make, and no cased checkpoint reading a lowercased side."""
+    lowercased: dict[str, set[str]] = {}
     for dataset, run in plan.trained_runs():
+        if dataset not in lowercased:
+            lowercased[dataset] = _lowercased_sides(config, dataset)
+        _check_casing(config, plan, dataset, run, lowercased[dataset])
         plan.back_translation(dataset, run)  # configured where a run asks for it
         for given in plan.run_inputs(dataset, run).values():
             if given.seed_offset and max(config["seeds"]) + given.seed_offset > seed_max:
@@ -240,6 +245,31 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
                 checkpoint_dir(name, config.get("pretraining"))
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
+
+
+def _lowercased_sides(config: dict[str, Any], dataset: str) -> set[str]:
+    """The sides of `dataset` its preparation lowercases (`nmtbench.data.casing`); a reversed
+    dataset's are its original's, swapped."""
+    spec = config["datasets"][dataset]
+    if spec["kind"] == "reversed":
+        swap = {"src": "tgt", "tgt": "src"}
+        return {swap[side] for side in _lowercased_sides(config, spec["of"])}
+    if spec["kind"] not in RECIPES:
+        return set()
+    return lowercased_sides(spec, recipe_for(dataset, spec).lowercase, config.get("trimmed"))
+
+
+def _check_casing(config: dict[str, Any], plan: Plan, dataset: str, run: str,
+                  lowercased: set[str]) -> None:
+    roles = plan.checkpoint_roles(run)
+    for role, name in plan.checkpoints(dataset, run).items():
+        for side in SIDES if roles[role] == "joint" else (roles[role],):
+            if side in lowercased and reads_case(name, config.get("trimmed")):
+                raise InputError(
+                    f"run {dataset}/{run}, {role}: {name!r} reads cased text, but dataset "
+                    f"{dataset!r} lowercases its {side} side (its recipe does, and "
+                    f"datasets.{dataset}.checkpoints.{side} does not read case); add {side} to "
+                    f"datasets.{dataset}.keep_case, or give this run an uncased checkpoint")
 
 
 # What a reversed dataset does not take over from the one it reverses: how that one is made,

@@ -47,9 +47,10 @@ EXPECTED = {
 
 
 def dataset_specs() -> dict:
-    """The datasets above, and iwslt14-en-de, which IWSLT14 De-En's back-translation names."""
+    """The datasets above, and iwslt14-en-de, which IWSLT14 De-En's back-translation names;
+    without their checkpoints, each recipe's own casing (fairseq lowercases IWSLT14)."""
     specs = {**PAPER["datasets"], **DEFAULT["datasets"]}
-    return {name: {k: v for k, v in specs[name].items() if k != "checkpoints"}
+    return {name: {k: v for k, v in specs[name].items() if k not in ("checkpoints", "keep_case")}
             for name in [*EXPECTED, "iwslt14-en-de"]}
 
 
@@ -133,6 +134,20 @@ def test_iwslt14_follows_prepare_iwslt14(prepared):
     assert valid == ["das haus ist klein und , 20.", "klein und der garten , 43."]  # 23rd, 46th
     assert train[0] == "das haus ist , 900 ."  # the talk's title: fairseq keeps its text
     assert test[3] == "das haus ist klein und der garten , 100 ."  # TEDX.dev2012 after dev2010
+
+
+@pytest.mark.slow
+def test_a_side_a_cased_bert_reads_keeps_its_case(prepared, tmp_path):
+    """IWSLT14 De-En as config/paper.yaml gives it: German read by bert-base-german-cased keeps
+    its capitals, English (bert-base-uncased) is lowercased as fairseq's recipe does."""
+    spec = {**dataset_specs()["iwslt14-de-en"],
+            "checkpoints": {"src": "bert-base-german-cased", "tgt": "bert-base-uncased"}}
+    prepare("iwslt14-de-en", spec, prepared / "data" / "downloads", tmp_path)
+    lowered = read(prepared / "data" / "iwslt14-de-en" / "prepared" / "train.src")
+    german, english = read(tmp_path / "train.src"), read(tmp_path / "train.tgt")
+    assert [line.lower() for line in german] == lowered and german != lowered
+    assert german[0] == "Das haus ist , 900 ."  # the fixture's talk title
+    assert english == [line.lower() for line in english]
 
 
 @pytest.mark.slow
@@ -312,7 +327,7 @@ def test_real_iwslt14_valid_set_normalised_and_wordpieced_in_order(tmp_path):
     sides = {}
     for lang, side in (("de", "src"), ("en", "tgt")):
         lines = shared_iwslt("valid", lang)
-        sides[side] = process_side(lines, lang, published)
+        sides[side] = process_side(lines, lang, published, lowercase=True)
         assert len(sides[side]) == 7283
         assert sides[side][5] == html.unescape(lines[5]).lower()
         (tmp_path / f"valid.{side}").write_text("\n".join(sides[side]) + "\n")
