@@ -462,7 +462,8 @@ def fairseq_markdown(result: dict) -> list[str]:
         mine = ours.get((r["experiment"], r["target_tokens"]))
         ratio = (f"{mine['target_tokens_per_s'] / r['target_tokens_per_s']:.2f}x" if mine
                  else "-")
-        harness = f"{mine['target_tokens_per_s']:,.0f}" if mine else "-"
+        harness = (f"{mine['target_tokens_per_s']:,.0f} "
+                   f"({'compiled' if mine['compiled'] else 'eager'})" if mine else "-")
         lines.append(f"| {r['experiment']} | {r['target_tokens']:,} | {r['precision']} | "
                      f"{r['ms_per_update']:.1f} | {r['target_tokens_per_s']:,.0f} | "
                      f"{r['peak_memory_gb']:.1f} | {harness} | {ratio} |")

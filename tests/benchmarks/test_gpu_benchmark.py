@@ -90,6 +90,7 @@ def test_the_report_sets_each_decoder_against_both_transformer_bases():
                           "decoding": {"transformer-base": {"median": 150.0, "p90": 160.0,
                                                             "sentences_per_s_batch64": 90.0}}}}
     text = gpu.markdown(result)
-    assert "| transformer-base | 4,096 | fp16 | 40.0 | 102,400 | 1.0 | 163,840 | 1.60x |" in text
+    assert ("| transformer-base | 4,096 | fp16 | 40.0 | 102,400 | 1.0 | 163,840 (compiled) | "
+            "1.60x |") in text
     assert "| abnet | 50.0 | 2.00x | 3.00x |" in text  # against ours (100 ms), fairseq's (150)
     assert "| 4 | 6.0000 | 6.1000 | +0.1000 |" in text
