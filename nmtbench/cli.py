@@ -552,15 +552,16 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def _report_arguments(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("report", help="rebuild tables.md and the figures from run directories",
-                       description="Rebuild tables.md and figures/ from the run directories "
-                       "under --results, without Snakemake (e.g. after copying results/ off a "
-                       "cluster).")
+    s = sub.add_parser("report", help="rebuild tables.md, claims.md and the figures from run "
+                       "directories",
+                       description="Rebuild tables.md, claims.md and figures/ from the run "
+                       "directories under --results, without Snakemake (e.g. after copying "
+                       "results/ off a cluster).")
     _config_arguments(s, root="config/, papers/, git commit")
     s.add_argument("--config", help="the whole workflow config as JSON (what the rule passes)")
     s.add_argument("--results", default="results", help="the directory holding runs/")
-    s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; figures "
-                   "go beside it under figures/)")
+    s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; claims.md "
+                   "and figures/ go beside it)")
     s.add_argument("--pretrained", default="data/pretrained",
                    help="the directory holding the checkpoints pre-trained in the DAG")
     s.set_defaults(func=cmd_report)

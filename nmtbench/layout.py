@@ -52,6 +52,7 @@ BUCKETS = RUN + "/buckets.{split}.{tag}.{cutoffs}.json"  # cutoffs joined by "-"
 
 # --- the report ------------------------------------------------------------------------------
 TABLES = "results/tables.md"
+CLAIMS = "results/claims.md"  # every transcribed claim; tables.md shows the checked ones
 FIGURE = "results/figures/{name}.{ext}"  # png, pdf
 
 

@@ -203,7 +203,8 @@ def pretrained_outputs():
 
 
 def final_outputs():
-    return [*PLAN.targets(), *pretrained_outputs(), layout.TABLES, *PLAN.figure_outputs()]
+    return [*PLAN.targets(), *pretrained_outputs(), layout.TABLES, layout.CLAIMS,
+            *PLAN.figure_outputs()]
 
 
 def train_inputs(wildcards):

@@ -18,7 +18,9 @@ from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Claim, Column
 from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, tested_against
 
-HOLDS, FAILS = "holds", "does not hold"
+# A verdict's outcome: the first three are checked on our runs, the last two are not
+HOLDS, FAILS, SOME = "holds", "does not hold", "holds on some columns"
+NOT_RUN, NOT_CHECKED = "not run", "not checked"
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,12 @@ class Verdict:
     claim: Claim
     paper: str  # the paper's numbers, column by column
     ours: str  # ours, column by column ("-" where none)
-    holds: str  # holds / does not hold / partly / why it cannot be checked
+    holds: str  # the outcome, with significance, the columns it holds on, or why not checked
+    outcome: str  # HOLDS, FAILS, SOME, NOT_RUN or NOT_CHECKED
+
+    @property
+    def checked(self) -> bool:
+        return self.outcome not in (NOT_RUN, NOT_CHECKED)
 
 
 def check_claims(plan: Plan, results: Results) -> list[Verdict]:
@@ -34,7 +41,7 @@ def check_claims(plan: Plan, results: Results) -> list[Verdict]:
     requested = {claim.table for claim in plan.claims}
     return [_check(plan, results, claim) if claim.table in requested
             else Verdict(claim, _paper_numbers(plan, claim), "-",
-                         f"not run ({claim.table} is not requested)")
+                         f"{NOT_RUN} ({claim.table} is not requested)", NOT_RUN)
             for claim in plan.catalogue.claims]
 
 
@@ -62,7 +69,7 @@ def _check(plan: Plan, results: Results, claim: Claim) -> Verdict:
         ours.append(f"{label}: {_versus(claim, col, mine, theirs, mark)}")
         outcomes.append((better, mark))
     return Verdict(claim, _paper_numbers(plan, claim), "; ".join(ours) or "-",
-                   _summary(outcomes, untestable))
+                   *_summary(outcomes, untestable))
 
 
 def _untestable(cell: Cell, other: Cell | None, decoded: bool) -> str:
@@ -87,23 +94,24 @@ def _mean(plan: Plan, results: Results, cell: Cell, col: Column,
     return None if None in values else statistics.mean(values)
 
 
-def _summary(outcomes: list[tuple[bool, str]], untestable: list[str]) -> str:
+def _summary(outcomes: list[tuple[bool, str]], untestable: list[str]) -> tuple[str, str]:
+    """The verdict as shown, and its outcome."""
     if not outcomes:
-        return "not checked: " + "; ".join(sorted(set(untestable)))
+        return f"{NOT_CHECKED}: " + "; ".join(sorted(set(untestable))), NOT_CHECKED
     held = sum(better for better, _ in outcomes)
     if held == len(outcomes):
-        verdict = HOLDS
+        outcome = verdict = HOLDS
         if all(mark == BETTER for _, mark in outcomes):
             verdict += " (significant)"
     elif held == 0:
-        verdict = FAILS
+        outcome = verdict = FAILS
         if all(mark == WORSE for _, mark in outcomes):
             verdict += " (significantly the other way)"
     else:
-        verdict = f"partly ({held} of {len(outcomes)} columns)"
+        outcome, verdict = SOME, f"{SOME} ({held} of {len(outcomes)})"
     if untestable:
         verdict += "; not checked elsewhere: " + "; ".join(sorted(set(untestable)))
-    return verdict
+    return verdict, outcome
 
 
 def _paper_numbers(plan: Plan, claim: Claim) -> str:

@@ -10,6 +10,9 @@ earlier training of its run, by a training whose inputs changed since, or from h
 decoded again since (listed at the end, `nmtbench.provenance`). Every row links its
 run directories, and a provenance block says which code, config, hardware and libraries
 produced the numbers.
+
+The papers' claims go to `claims.md` beside it, all of them; under each table only those our
+runs checked, verdict first, so that what the run found reads at a glance.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import write_text
 from nmtbench.records import read_result
 from nmtbench.report import figures
-from nmtbench.report.claims import HOLDS, check_claims
+from nmtbench.report.claims import HOLDS, Verdict, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Table
@@ -56,12 +59,18 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "
 
 def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
                  pretrained_dir: Path = Path(layout.PRETRAINED_ROOT)) -> list[Path]:
-    """Write tables.md (at `out`) and the requested figures (under `out`'s figures/) from the
-    runs in `results_dir` and the checkpoints pre-trained under `pretrained_dir`; `root` is
-    the repository whose commit goes into the provenance."""
+    """Write tables.md (at `out`), claims.md beside it and the requested figures (under
+    `out`'s figures/) from the runs in `results_dir` and the checkpoints pre-trained under
+    `pretrained_dir`; `root` is the repository whose commit goes into the provenance."""
     root, out = Path(root).resolve(), Path(out).resolve()
+    claims_out = out.with_name(Path(layout.CLAIMS).name)
+    if claims_out == out:
+        raise InputError(f"{out}: the report writes its claims to {claims_out.name} beside "
+                         "tables.md; give tables.md another name")
     results = Results(plan, Path(results_dir).resolve())
     _check_results_dir(plan, results)
+    verdicts = check_claims(plan, results)
+    claims_link = _link(claims_out.name, claims_out, out.parent)
     lines = ["# Results", "",
              "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
              "paper's. Each table's source paper is named under its heading."]
@@ -72,8 +81,11 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     if toy:
         lines.append(f"Datasets {', '.join(toy)} are generated toy worlds: **toy-world numbers; "
                      "not comparable to the papers**, so their cells show ours alone.")
+    lines += ["", f"{_tally(verdicts)}: per table below; all in {claims_link}."]
     for table in plan.tables:
-        lines += ["", *_table_section(plan, results, table, out.parent)]
+        claims = _table_claims([v for v in verdicts if v.claim.table == table.name],
+                               claims_link)
+        lines += ["", *_table_section(plan, results, table, out.parent, claims)]
     written = []
     if plan.figures:
         lines += ["", "## Figures", ""]
@@ -83,8 +95,6 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
             png = Path(os.path.relpath(drawn.paths[0], out.parent)).as_posix()
             lines += [f"### {figure.name}", "", f"![{figure.name}]({quote(png)})", "",
                       drawn.caption, ""]
-    if plan.catalogue.claims:
-        lines += ["", *_claims_section(plan, results)]
     if plan.pretrained_targets():
         lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
     if plan.teachers():
@@ -102,10 +112,14 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     lines += ["", "## Provenance", "",
               *_provenance(plan.config, root, _run_records(plan, results))]
     write_text(out, "\n".join(lines).rstrip() + "\n")
-    return [out, *written]
+    write_text(claims_out, "\n".join(_claims_page(verdicts, _link(out.name, out, out.parent),
+                                                  bool(results.stale))).rstrip() + "\n")
+    return [out, claims_out, *written]
 
 
-def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> list[str]:
+def _table_section(plan: Plan, results: Results, table: Table, base: Path,
+                   claims: list[str]) -> list[str]:
+    """The table, its notes, the `claims` checked on it, and the paper's own numbers."""
     paper = plan.catalogue.papers.get(table.paper, {})
     cells = plan.table_cells(table)
     comparable = {(i, j): plan.comparable(table.rows[i].dataset(table.columns[j]), cell.dataset)
@@ -139,16 +153,17 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path) -> li
         rows.append(rendered)
     lines = [f"## {table.name}", "",
              f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
-             table.caption, "", _markdown(pd.DataFrame(rows)), ""]
+             _literal(table.caption), "", _markdown(pd.DataFrame(rows)), ""]
     notes = _table_notes(plan, table, comparable, shared, len(merged), unlearned)
     lines += [f"- {n}" for n in notes]
+    lines += claims
     if not all(comparable.values()) and any(v is not None for row in table.rows
                                             for v in row.reported.values()):
         reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
                                        for col in table.columns}} for row in table.rows]
         lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",
                   _markdown(pd.DataFrame(reported))]
-    notes = [f"{row.label}: {row.note}" for row in table.rows if row.note]
+    notes = [f"{row.label}: {_literal(row.note)}" for row in table.rows if row.note]
     if notes:
         lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
     return lines
@@ -253,21 +268,45 @@ def _format(values: list[float], metric: str) -> str:
     return f"{fmt(statistics.mean(values))} ± {fmt(statistics.stdev(values))}"
 
 
-def _claims_section(plan: Plan, results: Results) -> list[str]:
-    """Each paper's findings: its numbers, ours, and whether the finding holds on our runs."""
-    verdicts = check_claims(plan, results)
-    held = sum(v.holds.startswith(HOLDS) for v in verdicts)
-    checked = sum(not v.holds.startswith(("not run", "not checked")) for v in verdicts)
+def _table_claims(verdicts: list[Verdict], claims_link: str) -> list[str]:
+    """Under a table: the claims about it that our runs checked, verdict first, and a count
+    of the others (claims.md has them all)."""
+    if not verdicts:
+        return []
+    checked = [v for v in verdicts if v.checked]
+    lines = [""]
+    if checked:
+        rows = [{"On our runs": v.holds, "Claim": f"{v.claim.claim} ({v.claim.source})",
+                 "Paper": v.paper, "Ours": v.ours} for v in checked]
+        lines += [f"Claims about this table, checked on the runs above ({BETTER}/{WORSE}: "
+                  "the paired bootstrap between the claim's two rows, in every seed):", "",
+                  _markdown(pd.DataFrame(rows)), ""]
+    lines.append(f"Not run or not checkable here: {len(verdicts) - len(checked)} of this "
+                 f"table's {len(verdicts)} claims (every claim, with its reason: {claims_link}).")
+    return lines
+
+
+def _tally(verdicts: list[Verdict]) -> str:
+    checked = [v for v in verdicts if v.checked]
+    return (f"**{sum(v.outcome == HOLDS for v in checked)} of {len(checked)} checked claims "
+            f"hold** (of {len(verdicts)} transcribed)")
+
+
+def _claims_page(verdicts: list[Verdict], tables_link: str, stale: bool) -> list[str]:
+    """claims.md: every transcribed claim, whether its table was requested or not."""
     rows = [{"Claim": f"{v.claim.claim} ({v.claim.paper}: {v.claim.source})",
              "Table": v.claim.table, "Paper": v.paper, "Ours": v.ours, "On our runs": v.holds}
             for v in verdicts]
-    return ["## Claims", "",
-            f"The papers' own findings (`claims:` in papers/*.yaml), checked on the runs above: "
-            f"{held} of the {checked} checked hold, of {len(verdicts)} transcribed. A row is "
-            f"better when its number is higher (scores, speedups) or lower (latency, "
-            f"parameters); {BETTER}/{WORSE}: the paired bootstrap between the two rows says so "
-            "in every seed. Ours are means over seeds; a claim about a table this config does "
-            "not request is not run.", "", _markdown(pd.DataFrame(rows))]
+    lines = ["# Claims", "",
+             f"The papers' own findings (`claims:` in papers/*.yaml), checked on the runs of "
+             f"{tables_link}: {_tally(verdicts)}. A row is better when its number is higher "
+             f"(scores, speedups) or lower (latency, parameters); {BETTER}/{WORSE}: the paired "
+             "bootstrap between the two rows says so in every seed. Ours are means over seeds; "
+             "a claim about a table this config does not request is not run."]
+    if stale:
+        lines += ["", f"Result files made from an earlier training are left out, as "
+                  f"{tables_link} lists them."]
+    return [*lines, "", _markdown(pd.DataFrame(rows))]
 
 
 # What the sections below read of a pre-training's and a teacher's soft targets' record
@@ -355,6 +394,12 @@ def _reported(value: float | None, metric: str) -> str:
     if value is None:
         return "-"
     return _format([value], metric)
+
+
+def _literal(text: str) -> str:
+    """A paper's own prose, whose asterisks mark its rows ("*" = our implementation), kept
+    literal: Markdown would read a pair of them as emphasis and drop both."""
+    return text.replace("*", r"\*")
 
 
 def _link(text: str, target: Path, base: Path) -> str:

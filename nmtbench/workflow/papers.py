@@ -182,10 +182,24 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
             names = list(figure["series"])
             for name in names:
                 known(name, f"figures.{fname}.series.{name}")
-        for name in figure.get("reported", {}):
-            if name not in names and name not in ("y", "y2"):
-                raise InputError(f"{path}: key 'figures.{fname}.reported.{name}': not an "
-                                 "experiment of this figure")
+        _check_reported(f"{path}: key 'figures.{fname}.reported", figure, names)
+
+
+def _check_reported(where: str, figure: dict[str, Any], names: list[str]) -> None:
+    """A figure's `reported` values: a sweep's per y axis, one per x value; curves' and
+    buckets' per series, buckets' one per bucket (a curve's are its 1st, 2nd... epoch or step,
+    as the paper counts them)."""
+    if figure["kind"] == "sweep":
+        allowed = ["y", *(["y2"] if "y2" in figure else [])]
+        points, unit = len(figure["x"]["values"]), "x values"
+    else:
+        allowed = names
+        points, unit = len(figure.get("bucket_cutoffs", [])) + 1, "buckets"
+    for name, values in figure.get("reported", {}).items():
+        if name not in allowed:
+            raise InputError(f"{where}.{name}': not one of {', '.join(allowed)}")
+        if values is not None and figure["kind"] != "curve" and len(values) != points:
+            raise InputError(f"{where}.{name}': {len(values)} values for {points} {unit}")
 
 
 def _check_claims(path: Path, data: dict[str, Any]) -> None:

@@ -38,6 +38,12 @@ def test_tables_md_shows_every_requested_table_with_its_runs(smoke_run):
     # Table 1 (every other cell of the smoke tables runs on the toy world; test_report checks
     # "not implemented" cells)
     assert "external (quoted by the paper)" in text
+    # the claims: counted at the top (as claims.md counts them), all of them in claims.md
+    tally = re.search(r"(?m)^(\*\*\d+ of \d+ checked claims hold\*\* \(of \d+ transcribed\)): "
+                      r"per table below; all in \[claims\.md\]\(claims\.md\)\.$", text)
+    assert tally, text[:2000]
+    claims = (smoke_run / "results" / "claims.md").read_text()
+    assert claims.startswith("# Claims\n") and tally[1] in claims
 
 
 def test_the_smoke_run_runs_every_rule_but_those_of_real_data(smoke_run):
@@ -148,6 +154,7 @@ def test_report_cli_rebuilds_tables_from_copied_results(smoke_run, tmp_path):
     strip = [line for line in ours.splitlines() if not line.startswith("- git commit")]
     assert strip == [line for line in original.splitlines()
                      if not line.startswith("- git commit")]
+    assert (copy / "claims.md").read_text() == (smoke_run / "results" / "claims.md").read_text()
     assert (copy / "figures" / "abnet2020.figure3b.png").stat().st_size > 1000
 
 

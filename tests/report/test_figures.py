@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 from pathlib import Path
@@ -16,6 +17,7 @@ from fabricated_runs import (
     CURVES,
     DATASET,
     NUMBERS,
+    PAPER_YAML,
     SWEEP,
     TAG_BIG,
     fabricate,
@@ -97,15 +99,117 @@ def test_buckets_series(drawn) -> None:
     assert math.isnan(base[2][1])  # empty in seed 1: no bar, not a mean of one seed
 
 
-@pytest.mark.parametrize(("name", "split"), [(SWEEP, "test"), (CURVE, "valid"),
-                                             (BUCKETS, "test")])
-def test_caption_names_runs_and_unimplemented(drawn, name: str, split: str) -> None:
+@pytest.mark.parametrize(("name", "shows"), [
+    (SWEEP, "BLEU (tokenized) (left axis) and #trained parameters (right axis) on the test "
+            "split against d_model. "),
+    (CURVE, "Greedy BLEU on the valid set after every epoch, against the epoch, of Base, Big, "
+            "AB-Net. "),
+    (BUCKETS, "BLEU on the test split by output length in tokens, of Base, Big, AB-Net. ")])
+def test_caption_names_runs_and_unimplemented(drawn, name: str, shows: str) -> None:
     caption = drawn[0][name].caption
-    assert (f"Data: results/runs/{DATASET}/trm-base, results/runs/{DATASET}/trm-big "
-            f"(seeds 1, 2, {split} split).") in caption
+    assert caption.startswith(shows)
+    assert (f"This run on {DATASET}: results/runs/{DATASET}/trm-base, "
+            f"results/runs/{DATASET}/trm-big (seeds 1, 2); and, marked paper, the paper's own "
+            "values on the same data.") in caption
     assert f"Source: {name}; Doe, Roe. TOY 2024." in caption
     assert caption.endswith("Not plotted, no method yet: abnet (not implemented).")
     assert "unfinished" not in caption
+
+
+# --- the paper's values: beside ours on its data, a panel of their own on other data --------
+# What each figure's `reported` draws (the sweep's first x value and the buckets' middle
+# bucket are not stated; trm-base states no buckets)
+PAPER_POINTS = {
+    SWEEP: {"paper: BLEU (tokenized)": [(512, 27.3), (1024, 28.4)]},
+    CURVE: {"paper: Base": [(1, 15.0), (2, 25.0)]},
+    BUCKETS: {"paper: Big": [("<8", 30.0), (">=16", 20.0)]},
+}
+OURS_LABELS = {SWEEP: {"ours: BLEU (tokenized)", "ours: #trained parameters"},
+               CURVE: {"Base", "Big"}, BUCKETS: {"Base", "Big"}}
+TOY_TITLE = "this run: toy (a toy world)"
+
+
+@pytest.fixture
+def kept(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The matplotlib figures draw() makes, kept open to be looked at."""
+    figs: list = []
+    close = figures.plt.close
+    monkeypatch.setattr(figures.plt, "close", figs.append)
+    yield figs
+    for fig in figs:
+        close(fig)
+
+
+def panels(fig) -> dict[str, dict[str, list]]:
+    """What each panel of a drawn figure plots, by its title: every line's points and every
+    group of bars' (bucket name, height), a twin y-axis counted with its panel."""
+    places: dict[tuple, list] = {}
+    for ax in fig.axes:
+        places.setdefault(ax.get_position().bounds, []).append(ax)
+    shown = {}
+    for axes in places.values():
+        plotted = {}
+        for ax in axes:
+            for line in ax.get_lines():
+                plotted[line.get_label()] = [tuple(p) for p in line.get_xydata()]
+            for bars in ax.containers:  # bar k of bucket i is centred at i + k * width
+                plotted[bars.get_label()] = [(BUCKET_LABELS[int(b.get_x() + b.get_width() / 2)],
+                                              b.get_height()) for b in bars]
+        shown[next(ax.get_title() for ax in axes if ax.get_title())] = plotted
+    return shown
+
+
+def draw_one(tmp_path: Path, name: str, toy: bool, paper: dict = PAPER_YAML):
+    """One figure drawn from fabricated runs: what draw() returns, and the figure it drew."""
+    plan = make_plan(make_config(SEEDS, toy=toy, tables=[name]),
+                     write_papers(tmp_path / "papers", paper))
+    fabricate(plan, tmp_path / "results")
+    return figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0],
+                        tmp_path / "out")
+
+
+@pytest.mark.parametrize("name", [SWEEP, CURVE, BUCKETS])
+def test_on_the_papers_data_its_values_share_our_axis(tmp_path: Path, kept, name: str) -> None:
+    drawn = draw_one(tmp_path, name, toy=False)
+    ((title, plotted),) = panels(kept[0]).items()
+    assert title == f"this run and the paper: {DATASET}"
+    assert {k: v for k, v in plotted.items() if k.startswith("paper")} == PAPER_POINTS[name]
+    assert set(plotted) - set(PAPER_POINTS[name]) == OURS_LABELS[name]
+    if name == CURVE:
+        assert plotted["Base"] == drawn.series["Base"]
+
+
+@pytest.mark.parametrize("name", [SWEEP, CURVE, BUCKETS])
+def test_on_other_data_the_papers_values_get_a_panel_of_their_own(tmp_path: Path, kept,
+                                                                 name: str) -> None:
+    """The toy world: the paper's values on the left on their own axes, ours on the right,
+    and the caption says which is which."""
+    drawn = draw_one(tmp_path, name, toy=True)
+    assert panels(kept[0]) == {
+        f"paper: {DATASET}": PAPER_POINTS[name],
+        TOY_TITLE: panels(kept[0])[TOY_TITLE]}
+    ours = panels(kept[0])[TOY_TITLE]
+    assert set(ours) == OURS_LABELS[name]  # none of the paper's
+    if name == SWEEP:
+        assert ours["ours: BLEU (tokenized)"] == drawn.series["bleu_tokenized"]
+    panel_axes = {ax.get_position().bounds for ax in kept[0].axes}
+    assert len(panel_axes) == 2
+    assert (f"Left: the paper's values on {DATASET}, where its text states them. Right: this "
+            "run on toy (a toy world): results/runs/toy/trm-base (seeds 1, 2). Other data than "
+            "the paper's, so each panel has its own axes.") in drawn.caption
+    assert not any(word in drawn.caption.lower() for word in ("blue", "red", "orange", "colo"))
+    # two panels side by side: 1.6 times as wide as one
+    assert matplotlib.image.imread(drawn.paths[0]).shape == (630, 1536, 4)
+
+
+def test_a_figure_the_paper_states_no_values_of_is_ours_alone(tmp_path: Path, kept) -> None:
+    paper = copy.deepcopy(PAPER_YAML)
+    del paper["figures"]["figure3"]["reported"]
+    drawn = draw_one(tmp_path, BUCKETS, toy=True, paper=paper)
+    assert list(panels(kept[0])) == [TOY_TITLE]
+    assert (f"This run alone, on toy (a toy world), not the paper's {DATASET}: "
+            "results/runs/toy/trm-base (seeds 1, 2); the paper states no values of it.") in (
+        drawn.caption)
 
 
 def test_unfinished_runs_are_named_not_plotted(tmp_path: Path) -> None:
@@ -119,7 +223,7 @@ def test_unfinished_runs_are_named_not_plotted(tmp_path: Path) -> None:
     results = Results(plan, tmp_path / "results")
     for figure in plan.figures:
         result = figures.draw(plan, results, figure, tmp_path / "out")
-        assert f"Data: results/runs/{DATASET}/trm-base (seeds" in result.caption
+        assert f"This run on {DATASET}: results/runs/{DATASET}/trm-base (seeds" in result.caption
         assert result.caption.endswith("Not plotted, no method yet: abnet (not implemented). "
                                        "Not plotted, runs unfinished: trm-big.")
         assert all(p.stat().st_size > 0 for p in result.paths)
@@ -137,4 +241,15 @@ def test_corrupt_train_log_is_named_with_its_line(tmp_path: Path) -> None:
     lines[2] = lines[2][:-3]
     log.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=f"{log}: line 3: invalid JSON"):
+        figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0], tmp_path)
+
+
+def test_buckets_other_than_the_figures_are_named_with_their_file(tmp_path: Path) -> None:
+    plan = make_plan(make_config([1], tables=[BUCKETS]), write_papers(tmp_path / "papers"))
+    fabricate(plan, tmp_path / "results")
+    record = (tmp_path / "results" / "runs" / DATASET / "trm-big" / "seed1" /
+              f"buckets.test.{TAG_BIG}.8-16.json")
+    record.write_text(record.read_text().replace('"<8"', '"<10"'))
+    with pytest.raises(InputError, match=f"^{record}: key 'buckets' must be the buckets <8, "
+                                         r"\[8,16\), >=16 in this order$"):
         figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0], tmp_path)

@@ -106,7 +106,7 @@ def test_real_dataset_two_seeds(tmp_path: Path, papers: Path) -> None:
     assert "- Ours: mean ± sample std over seeds 1, 2." in body
     assert "significantly better/worse than the baseline row (trm-base) in every seed" in body
     assert "1000 resamples" in body
-    assert "- Transformer: the baseline" in body  # the row note
+    assert r"- Transformer: the baseline (\* in the paper)" in body  # the row note, literal
     # real data only: no toy notice, no separate table of the paper's numbers
     assert "toy-world numbers" not in text
     assert "As reported in the paper" not in text
@@ -319,13 +319,31 @@ def test_a_score_far_below_the_baselines_is_marked_with_its_training_log(tmp_pat
         tmp_path / BIG1 / "train_log.jsonl").resolve()
 
 
+def claims_page(tmp_path: Path) -> dict[str, dict[str, str]]:
+    """claims.md's rows, by claim (without its source), as render() wrote it."""
+    rows = markdown_table((tmp_path / "report" / "claims.md").read_text(encoding="utf-8"))
+    return {row["Claim"].split(" (")[0]: row for row in rows}
+
+
+def table_claims(text: str, table: str = TABLE) -> tuple[list[dict[str, str]], str]:
+    """The claims checked under a table's section of tables.md, and its count line."""
+    body = section(text, table)
+    count = next(line for line in body.splitlines() if line.startswith("Not run or not "))
+    if "Claims about this table" not in body:
+        return [], count
+    return markdown_table(body.split("Claims about this table", 1)[1]), count
+
+
 def test_claims_are_checked_on_our_runs(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1, 2])
-    rows = markdown_table(section(render(plan, tmp_path), "Claims"))
-    verdicts = {row["Claim"].split(" (")[0]: row for row in rows}
+    text = render(plan, tmp_path)
+    verdicts = claims_page(tmp_path)
+    # claims.md: every transcribed claim, the unrequested table's too
     assert list(verdicts) == ["Big beats base", "Base is smaller", "Big is faster",
                               "AB-Net beats base", "Base beats AB-Net in two pairs"]
     big = verdicts["Big beats base"]
+    assert big["Claim"] == f"Big beats base ({PAPER}: abstract)"
+    assert big["Table"] == TABLE
     assert big["Paper"] == "BLEU: 28.40 vs 27.30"  # sacreBLEU: the paper gives none for big
     assert big["Ours"] == "BLEU: 28.50▲ vs 27.50; sacreBLEU: 27.12▲ vs 26.25"
     assert big["On our runs"] == "holds (significant)"
@@ -338,12 +356,59 @@ def test_claims_are_checked_on_our_runs(tmp_path: Path, papers: Path) -> None:
     assert verdicts["Base beats AB-Net in two pairs"]["On our runs"] == (
         f"not run ({PAPER}.table2 is not requested)")
 
+    # tables.md: under the table the three checked, verdict first, as claims.md has them;
+    # a line counts the other; the unrequested table's claim is in claims.md alone
+    checked, count = table_claims(text)
+    assert [list(row) for row in checked] == [["On our runs", "Claim", "Paper", "Ours"]] * 3
+    assert checked == [{"On our runs": verdicts[c]["On our runs"], "Claim": f"{c} ({source})",
+                        "Paper": verdicts[c]["Paper"], "Ours": verdicts[c]["Ours"]}
+                       for c, source in (("Big beats base", "abstract"),
+                                         ("Base is smaller", "Table 1"),
+                                         ("Big is faster", "Section 4"))]
+    assert count == ("Not run or not checkable here: 1 of this table's 4 claims (every claim, "
+                     "with its reason: [claims.md](claims.md)).")
+    assert "AB-Net beats base" not in text and "Base beats AB-Net" not in text
+    assert "## Claims" not in text
+    top = text.split("\n## ", 1)[0]
+    assert ("\n**2 of 3 checked claims hold** (of 5 transcribed): per table below; all in "
+            "[claims.md](claims.md).\n") in top
+    assert "**2 of 3 checked claims hold** (of 5 transcribed)" in (
+        tmp_path / "report" / "claims.md").read_text(encoding="utf-8")
+
+
+def test_a_claim_that_holds_on_some_columns_is_not_counted_as_holding(tmp_path: Path,
+                                                                    papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    record = json.loads(path.read_text())
+    record["bleu"]["sacrebleu"] = 20.0  # below the baseline's 26.00; BLEU stays above
+    path.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    assert claims_page(tmp_path)["Big beats base"]["On our runs"] == (
+        "holds on some columns (1 of 2)")
+    assert table_claims(text)[0][0]["On our runs"] == "holds on some columns (1 of 2)"
+    assert "**1 of 3 checked claims hold** (of 5 transcribed)" in text
+
+
+def test_a_table_whose_claims_are_all_unchecked_lists_none(tmp_path: Path,
+                                                          papers: Path) -> None:
+    """table2 on the toy world: its one claim's rows are AB-Net (not implemented) and the
+    baseline, so the table has a count line and no claims block."""
+    plan = setup(tmp_path, papers, [1], toy=True, tables=[f"{PAPER}.table2"])
+    text = render(plan, tmp_path)
+    assert table_claims(text, f"{PAPER}.table2") == ([], (
+        "Not run or not checkable here: 1 of this table's 1 claims (every claim, with its "
+        "reason: [claims.md](claims.md))."))
+    assert "**0 of 0 checked claims hold** (of 5 transcribed)" in text
+    assert claims_page(tmp_path)["Big beats base"]["On our runs"] == (
+        f"not run ({TABLE} is not requested)")
+
 
 def test_a_claim_between_rows_that_are_one_measurement_is_not_checked(tmp_path: Path,
                                                               papers: Path) -> None:
     plan = setup(tmp_path, papers, [1], toy=True)
-    rows = markdown_table(section(render(plan, tmp_path), "Claims"))
-    verdicts = {row["Claim"].split(" (")[0]: row["On our runs"] for row in rows}
+    render(plan, tmp_path)
+    verdicts = {claim: row["On our runs"] for claim, row in claims_page(tmp_path).items()}
     # one run, two decodings: BLEU compares the decodings; a parameter count cannot
     assert verdicts["Big beats base"] == "holds (significant)"
     assert verdicts["Base is smaller"] == "not checked: both rows are one run on this data"
@@ -353,6 +418,29 @@ def test_a_claim_between_rows_that_are_one_measurement_is_not_checked(tmp_path: 
     (columns, cell, other), = plan.claim_cells(claim)
     assert [c.key for c in columns] == ["en_de", "en_fr"]
     assert (cell.experiment, other.experiment) == ("trm-base", "abnet")
+
+
+def test_claims_of_numbers_left_out_are_not_checked_on_them(tmp_path: Path,
+                                                           papers: Path) -> None:
+    """A stale metrics file is left out of the claims as of the table, and listed."""
+    plan = setup(tmp_path, papers, [1])
+    (tmp_path / BIG1 / "train_summary.json").write_text('{"steps": 7}\n', encoding="utf-8")
+    text = render(plan, tmp_path)
+    verdicts = claims_page(tmp_path)
+    assert verdicts["Big beats base"]["On our runs"] == "not checked: missing"
+    assert "runs/toy/trm-big/seed1/metrics.test." in section(
+        text, "Left out: made from an earlier training").replace(DATASET, "toy")
+    assert ("Result files made from an earlier training are left out, as [tables.md](tables.md) "
+            "lists them.") in (tmp_path / "report" / "claims.md").read_text(encoding="utf-8")
+
+
+def test_claims_md_is_not_the_tables_it_stands_beside(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    out = tmp_path / "claims.md"
+    with pytest.raises(InputError, match=f"^{out}: the report writes its claims to claims.md "
+                                         "beside tables.md; give tables.md another name$"):
+        write_report(plan, tmp_path / "results", out, tmp_path)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(("value", "text"), [
@@ -399,8 +487,8 @@ def test_provenance_and_rendering_twice(tmp_path: Path, papers: Path) -> None:
     assert write_report(plan, tmp_path / "results", out, tmp_path) == written
     assert out.read_text(encoding="utf-8") == first
 
-    assert written[0] == out.resolve()
-    assert sorted(p.name for p in written[1:]) == [
+    assert written[:2] == [out.resolve(), out.resolve().with_name("claims.md")]
+    assert sorted(p.name for p in written[2:]) == [
         f"{SWEEP}.pdf", f"{SWEEP}.png", f"{CURVE}.pdf", f"{CURVE}.png"]
     figures = section(first, "Figures")
     for name in (SWEEP, CURVE):
