@@ -311,7 +311,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def verdict(model: str, runs: dict[str, list[dict[str, Any]]], ours: dict[str, Any],
             theirs: dict[str, Any]) -> list[str]:
-    """The parity criteria (README, "Parity with fairseq"), computed from the runs."""
+    """The parity criteria (docs/parity.md), computed from the runs."""
     gap = ours["bleu_mean"] - theirs["bleu_mean"]
     if model == "cmlm":
         return [f"Mean test BLEU {gap:+.2f} against fairseq's: "

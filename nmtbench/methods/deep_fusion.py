@@ -57,11 +57,12 @@ Details the paper leaves to us, and what we chose:
 - a PTM narrower or wider than the decoder is bridged by the mapping FFN (Eq. 11's purpose);
 - `share_embeddings` makes the PTM's word embeddings the decoder's target embeddings and output
   layer, with `vocabulary` naming the PTM so that both sides read its WordPiece. This is how we
-  read Table 1's 171M "#Param" (README, deep fusion): mBERT with its vocabulary trimmed to the
-  training data's 30k most frequent pieces (config `trimmed`) and shared with the target gives
-  174.1M, a separate 30k target vocabulary 197.7M, full mBERT 266.6M. The shared table is both
-  the PTM's and the decoder's, so the translation loss moves it too: the one parameter outside
-  the partition of Figure 2, which the paper's counts imply but its text does not discuss.
+  read Table 1's 171M "#Param" (docs/papers/deepfusion2022.md): mBERT with its vocabulary
+  trimmed to the training data's 30k most frequent pieces (config `trimmed`) and shared with
+  the target gives 174.1M, a separate 30k target vocabulary 197.7M, full mBERT 266.6M. The
+  shared table is both the PTM's and the decoder's, so the translation loss moves it too: the
+  one parameter outside the partition of Figure 2, which the paper's counts imply but its text
+  does not discuss.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 mBERT's 119,547 WordPieces cover a hundred languages; a model that reads one language pair
 carries some 90M embedding parameters for pieces it never sees. Deep fusion (Weng et al. 2022)
 counts 171M parameters for mBERT plus its decoder, which only a trimmed vocabulary explains
-(mBERT alone is 178M): README, deep fusion. The trimmed checkpoint keeps the special tokens and
-the `size` pieces most frequent in the training corpora, read by the checkpoint's own tokenizer,
-in their original order; their embedding rows and masked-LM output biases are copied, the rest
-dropped. A corpus word whose pieces are all kept tokenizes exactly as before (WordPiece's
-longest match can only pick a kept piece it picked before); one that needed a dropped piece
-falls back to shorter pieces or [UNK], which the summary counts.
+(mBERT alone is 178M; docs/papers/deepfusion2022.md). The trimmed checkpoint keeps the special
+tokens and the `size` pieces most frequent in the training corpora, read by the checkpoint's
+own tokenizer, in their original order; their embedding rows and masked-LM output biases are
+copied, the rest dropped. A corpus word whose pieces are all kept tokenizes exactly as before
+(WordPiece's longest match can only pick a kept piece it picked before); one that needed a
+dropped piece falls back to shorter pieces or [UNK], which the summary counts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The README's worked example of adding a method, done as written in a copy of the project:
-its three pieces (the module, the schema entry, a paper file) go where it says, the method
-contract picks the method up, and its smoke-run command trains it and reports its row."""
+"""The worked example of adding a method (docs/adding-a-method.md), done as written in a copy of
+the project: its three pieces (the module, the schema entry, a paper file) go where it says,
+the method contract picks the method up, and its smoke-run command trains it and reports its
+row."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.slow
 
 def worked_example() -> tuple[str, list[str], list[str]]:
     """The section's Python block, its YAML blocks and its shell command, unindented."""
-    text = (ROOT / "README.md").read_text().split("### Worked example", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "adding-a-method.md").read_text().split("## Worked example", 1)[1]
+    text = text.split("\n## ", 1)[0]
     blocks = {"python": [], "yaml": [], "bash": []}
     for indent, language, body in re.findall(r"(?m)^( *)```(\w+)\n(.*?)^\1```", text, re.S):
         blocks[language].append(re.sub(rf"(?m)^{indent}", "", body))
@@ -32,7 +34,7 @@ def worked_example() -> tuple[str, list[str], list[str]]:
 @pytest.fixture
 def project(tmp_path) -> Path:
     """A copy of the project (code, configs, papers, tests) with the example added as the
-    README says; nothing of the original is changed."""
+    page says; nothing of the original is changed."""
     copy = shutil.copytree(ROOT, tmp_path / "project", ignore=shutil.ignore_patterns(
         ".git", "data", "results", ".snakemake", "__pycache__", "*.egg-info", "benchmarks"))
     module, (schema_entry, paper), _ = worked_example()
@@ -56,7 +58,7 @@ def run(project: Path, command: list[str]) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
-def test_readme_worked_example_adds_a_method_in_three_places(project):
+def test_the_worked_example_adds_a_method_in_three_places(project):
     # the method contract finds it through its schema entry alone (one case per decoding)
     contract = run(project, ["python", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
                              "tests/models/test_method_contract.py", "-k", "bert-slow"])

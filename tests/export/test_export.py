@@ -128,12 +128,12 @@ def test_ctranslate2_conversion_translates_as_we_do(exported, toy_paths, tmp_pat
     assert compared >= 30 and same >= 0.95 * compared
 
 
-def test_readme_snippet_runs_on_an_export(exported, capsys):
+def test_the_documented_snippet_runs_on_an_export(exported, capsys):
     _, out = exported
-    section = (Path(__file__).resolve().parents[2] / "README.md").read_text().split(
-        "## Hugging Face export and speed", 1)[1]
+    section = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text().split(
+        "## Hugging Face export", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(code.replace('"hf-model"', repr(str(out))), {})  # noqa: S102 (our own README)
+    exec(code.replace('"hf-model"', repr(str(out))), {})  # noqa: S102 (our own docs)
     printed = capsys.readouterr().out.strip()
     assert printed.startswith("['") and len(printed) > 6
 

@@ -342,7 +342,8 @@ def paper_plan():
     ("deepfusion-transformer-base", 62e6), ("deepfusion-transformer-big", 207e6),
     ("deepfusion-transformer-12", 123e6), ("deepfusion-transformer-20", 159e6)])
 def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
-    """One joint 32k vocabulary with shared embeddings, FFN 1536 at d_model 768 (README)."""
+    """One joint 32k vocabulary with shared embeddings, FFN 1536 at d_model 768
+    (docs/papers/deepfusion2022.md)."""
     from nmtbench.evaluation.params import count_parameters
 
     total = count_parameters(paper_plan, "wmt14-en-de", experiment)["total"]
@@ -350,7 +351,8 @@ def test_the_baselines_have_table_1s_parameters(paper_plan, experiment, paper):
 
 
 def test_deep_fusion_has_table_1s_parameters_with_mbert_trimmed_and_shared(paper_plan):
-    """mBERT trimmed to 30k pieces and shared with the target: 174.1M against 171M (README)."""
+    """mBERT trimmed to 30k pieces and shared with the target: 174.1M against 171M
+    (docs/papers/deepfusion2022.md)."""
     from nmtbench.evaluation.params import count_parameters
 
     total = count_parameters(paper_plan, "wmt14-en-de", "deepfusion-m2")["total"]

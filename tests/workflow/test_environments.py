@@ -2,9 +2,7 @@
 text environment really holds everything the commands run in it import."""
 
 import inspect
-import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 import yaml
+from conda_stand_in import environment_with_conda
 from packaging.requirements import Requirement
 
 from nmtbench import cli
@@ -109,24 +108,9 @@ def test_the_text_environment_holds_what_its_commands_import():
 
 
 def test_dry_run_with_use_conda_plans_both_environments(tmp_path):
-    """`snakemake -n --use-conda` on the default config. Without conda on this machine, a
-    stand-in answers what snakemake asks before a dry run (version, platform, channel
-    settings); a dry run creates nothing, so nothing else of conda is used."""
-    env = dict(os.environ)
-    if shutil.which("conda") is None:
-        shim = tmp_path / "bin" / "conda"
-        shim.parent.mkdir()
-        shim.write_text(textwrap.dedent("""\
-            #!/bin/sh
-            case "$1" in
-              --version) echo "conda 25.1.1";;
-              info) echo '{"platform": "linux-64", "conda_prefix": "/opt/conda"}';;
-              config) echo '{"get": {}}';;
-              *) exit 1;;
-            esac
-        """))
-        shim.chmod(0o755)
-        env["PATH"] = f"{shim.parent}:{env['PATH']}"
+    """`snakemake -n --use-conda` on the default config (with conda's stand-in where the
+    machine has no conda)."""
+    env = environment_with_conda(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--use-conda", "--cores", "2",
          "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "work")],
