@@ -28,10 +28,12 @@ onstart:
 
 
 def check_builds_at_start():
-    """Every run's model built from configs alone before the first job, so that a setting no
-    model can take stops the workflow now, not when its job starts after the jobs before it
-    (nmtbench.evaluation.params.check_builds). Torch is imported here, when the workflow
-    starts; never while Snakemake plans it (snakemake -n)."""
+    """The model of every run this invocation trains, built from configs alone before the
+    first job, so that a setting no model can take stops the workflow now, not when its job
+    starts after the jobs before it (nmtbench.evaluation.params.check_builds). Torch is
+    imported here, when the workflow starts; never while Snakemake plans it (snakemake -n).
+    A run the DAG does not train is left to the invocation that does (a target of data
+    alone builds no model)."""
     try:
         from nmtbench.evaluation.params import check_builds
     except ImportError as err:  # jobs may run in --use-conda environments the host lacks
@@ -39,13 +41,25 @@ def check_builds_at_start():
               "starts", file=sys.stderr)
         return
     try:
-        built, left = check_builds(PLAN)
+        built, left = check_builds(PLAN, trained_here())
     except InputError as err:
         print(f"config error: {err}", file=sys.stderr)
         sys.exit(1)
     if left:
         print(f"checked the models of {built} runs; {len(left)} are checked when their "
               f"checkpoints are there: {', '.join(left)}", file=sys.stderr)
+
+
+def trained_here():
+    """The (dataset, run) pairs whose train jobs this invocation runs, from the DAG Snakemake
+    has built when `onstart` is called; None (every run the plan trains) where it is not
+    there to read."""
+    try:
+        jobs = workflow.dag.needrun_jobs()
+    except AttributeError:
+        return None
+    return {(job.wildcards_dict["dataset"], job.wildcards_dict["run"]) for job in jobs
+            if job.rule.name == "train"}
 
 
 # The config's names (datasets, experiments = runs, pre-training names) match the schema's

@@ -7,16 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 from filelock import FileLock
-from smoke import snakemake
-from tiny_checkpoints import TINY_BERTS, save_tiny_bert
 
-from nmtbench.data.tokenization import train_wordpiece
-from nmtbench.data.toyworld import WorldConfig, generate
-from nmtbench.run_paths import RunPaths
-
+# torch, transformers and nmtbench are imported where a fixture needs them: under pytest-xdist
+# this file is loaded by the controller too, which runs no test (4 to 5 CPU-seconds of imports)
 if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
     # as many workers as cores: torch's own threads on top of them would only wait on each
     # other (the commands the tests start choose their own threads)
     torch.set_num_threads(1)
@@ -24,6 +21,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 @pytest.fixture(scope="session")
 def toy_dir(tmp_path_factory):
+    from nmtbench.data.tokenization import train_wordpiece
+    from nmtbench.data.toyworld import WorldConfig, generate
+
     out = tmp_path_factory.mktemp("toy")
     generate(out, WorldConfig(seed=2), train_pairs=400, valid_pairs=40, test_pairs=40,
              mono_sentences=2000)
@@ -35,6 +35,8 @@ def toy_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def toy_paths(toy_dir):
     """The trainer's paths for the toy corpus and its vocabularies."""
+    from nmtbench.run_paths import RunPaths
+
     return RunPaths(str(toy_dir / "train.src"), str(toy_dir / "train.tgt"),
                     str(toy_dir / "valid.src"), str(toy_dir / "valid.tgt"),
                     str(toy_dir / "tok_src"), str(toy_dir / "tok_tgt"))
@@ -43,6 +45,8 @@ def toy_paths(toy_dir):
 @pytest.fixture(scope="session")
 def tiny_berts(tmp_path_factory) -> dict[str, str]:
     """Checkpoint role -> directory of a tiny random BERT (masked LM) with its tokenizer."""
+    from tiny_checkpoints import TINY_BERTS, save_tiny_bert
+
     root = tmp_path_factory.mktemp("contract_berts")
     for seed, role in enumerate(TINY_BERTS, start=1):
         save_tiny_bert(root / role, seed=seed)
@@ -79,6 +83,8 @@ def smoke_run(tmp_path_factory) -> Path:
     done, failed = root / "smoke-run.done", root / "smoke-run.failed"
     with FileLock(root / "smoke-run.lock"):
         if not done.exists() and not failed.exists():
+            from smoke import snakemake
+
             workdir.mkdir(parents=True, exist_ok=True)
             result = snakemake(workdir, "--cores", "2")
             (done if result.returncode == 0 else failed).write_text(result.stderr[-3000:])

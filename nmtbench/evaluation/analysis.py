@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from compare_mt import scorers, sign_utils
-from compare_mt.bucketers import LengthSentenceBucketer
 
 from nmtbench import provenance
 from nmtbench.errors import InputError
-from nmtbench.evaluation.metrics import ROUGE_KINDS, multi_bleu_perl, rouge_sentences
+from nmtbench.evaluation.metrics import ROUGE_KINDS, import_nltk, multi_bleu_perl, rouge_sentences
 from nmtbench.fileio import read_lines, write_json
+
+import_nltk()  # compare-mt imports nltk: without the scipy.stats nothing here reads
+from compare_mt import scorers, sign_utils  # noqa: E402
+from compare_mt.bucketers import LengthSentenceBucketer  # noqa: E402
 
 P_VALUE = 0.05
 

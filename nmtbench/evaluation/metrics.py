@@ -8,6 +8,7 @@ BLEU is computed by hand here.
 from __future__ import annotations
 
 import os
+import sys
 
 from sacrebleu.metrics import BLEU
 
@@ -62,12 +63,28 @@ def multi_bleu_perl(lowercase: bool) -> BLEU:
 ROUGE_KINDS = ("rouge1", "rouge2", "rougeL")
 
 
+def import_nltk() -> None:
+    """Import nltk (rouge-score's stemmer and compare-mt's scorers load it) without
+    scipy.stats, which nltk's collocation measures import if it is there and which nothing
+    here calls: half a second of an evaluate or bootstrap job's one and a half. nltk takes
+    the ImportError as scipy being absent; scipy.stats imports as usual afterwards."""
+    if "nltk" in sys.modules or "scipy.stats" in sys.modules:
+        return
+    sys.modules["scipy.stats"] = None  # type: ignore[assignment]  # its import now fails
+    try:
+        import nltk  # noqa: F401
+    finally:
+        if "scipy.stats" in sys.modules and sys.modules["scipy.stats"] is None:
+            del sys.modules["scipy.stats"]
+
+
 def rouge_sentences(hyps: list[str], refs: list[str]) -> dict[str, list[float]]:
     """Each sentence's ROUGE-1/2/L F1 (0..1), from Google's `rouge-score` with Porter
     stemming, on the tokenized text (what Gigaword papers score)."""
     if len(hyps) != len(refs):
         raise ValueError(f"rouge needs equally many lines: hyps={len(hyps)} refs={len(refs)}")
-    from rouge_score import rouge_scorer  # imported where used: it loads nltk and scipy
+    import_nltk()
+    from rouge_score import rouge_scorer  # imported where used: it loads nltk
 
     scorer = rouge_scorer.RougeScorer(list(ROUGE_KINDS), use_stemmer=True)
     per_kind: dict[str, list[float]] = {kind: [] for kind in ROUGE_KINDS}

@@ -3,6 +3,7 @@ random weights and no download (checkpoint architectures come from `nmtbench.mod
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import torch
@@ -77,16 +78,20 @@ def count_parameters(plan: Plan, dataset: str, experiment: str) -> dict[str, int
         return build_model(plan, dataset, experiment).num_params()
 
 
-def check_builds(plan: Plan) -> tuple[int, list[str]]:
-    """Build every run the plan trains from configs alone (random weights on the meta
-    device: no storage, no download), so that a setting no model can be built with (a shape,
-    a group size that does not divide the pre-trained model's layers, a rate schedule out of
-    order...) is one line naming the run before any job starts, not when its job does. A run
-    on a checkpoint whose architecture is unknown until it is downloaded is left to its job.
-    Returns how many runs built, and the runs left."""
+def check_builds(plan: Plan, only: Collection[tuple[str, str]] | None = None,
+                 ) -> tuple[int, list[str]]:
+    """Build every run the plan trains (those of `only`, (dataset, run) pairs, where given)
+    from configs alone (random weights on the meta device: no storage, no download), so that
+    a setting no model can be built with (a shape, a group size that does not divide the
+    pre-trained model's layers, a rate schedule out of order...) is one line naming the run
+    before any job starts, not when its job does. A run on a checkpoint whose architecture is
+    unknown until it is downloaded is left to its job. Returns how many runs built, and the
+    runs left."""
     built, left = 0, []
     with torch.device("meta"):
         for dataset, run in plan.trained_runs():
+            if only is not None and (dataset, run) not in only:
+                continue
             try:
                 build_model(plan, dataset, run)
             except UnknownArchitecture:

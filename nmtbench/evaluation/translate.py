@@ -56,8 +56,9 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
         _check_own_checkpoint(run_dir, path, state, cfg, recorded)
 
     # frozen pre-trained weights are not in the run's checkpoints: they load from their own
-    model = get_method(cfg["method"]).build(cfg, vocab_of(src_tok), vocab_of(tgt_tok),
-                                            paths.pretrained)
+    # (those translating reads: not a distillation teacher)
+    model = get_method(cfg["method"]).build_for_translation(
+        cfg, vocab_of(src_tok), vocab_of(tgt_tok), paths.pretrained)
     if average_last > 0:
         found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
         if len(found) < average_last:

@@ -143,17 +143,21 @@ class CTNMTModel(EncoderDecoder):
 
     def __init__(self, encoder: CTNMTEncoder, decoder: TransformerDecoder,
                  settings: CTNMTSettings, src_vocab: Vocab, tgt_vocab: Vocab,
-                 teacher: nn.Module | None):
+                 teacher: nn.Module | None, teacher_width: int | None = None):
+        """`teacher_width` without a `teacher`: the width of the one a run was trained with,
+        for the projection its checkpoints hold (a model that translates, which needs no
+        teacher)."""
         super().__init__(encoder, decoder, settings, src_vocab, tgt_vocab, source_bos=True)
         self.teacher = teacher
         self.distill_proj: nn.Module = nn.Identity()
         if teacher is not None:
+            teacher_width = teacher.config.hidden_size
+        if teacher_width is not None:
             student_width = (encoder.bert.config.hidden_size
                              if encoder.nmt is None and settings.distill_side == "encoder"
                              else settings.d_model)
-            if student_width != teacher.config.hidden_size:
-                self.distill_proj = nn.Linear(student_width, teacher.config.hidden_size,
-                                              bias=False)
+            if student_width != teacher_width:
+                self.distill_proj = nn.Linear(student_width, teacher_width, bias=False)
                 nn.init.xavier_uniform_(self.distill_proj.weight)
 
     def train(self, mode: bool = True) -> CTNMTModel:
@@ -218,6 +222,20 @@ class CTNMT(Method):
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
               pretrained: Mapping[str, Any] | None = None, weights: bool = True,
               ) -> CTNMTModel:
+        return cls._build(cfg, src_vocab, tgt_vocab, pretrained, weights, teacher=True)
+
+    @classmethod
+    def build_for_translation(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+                              pretrained: Mapping[str, Any] | None = None) -> CTNMTModel:
+        """Without the distillation teacher: only its width is read (from its config), for
+        the projection onto it that the checkpoints hold. A run of distillation alone then
+        translates as the Transformer it is, loading no pre-trained model."""
+        return cls._build(cfg, src_vocab, tgt_vocab, pretrained, True, teacher=False)
+
+    @classmethod
+    def _build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+               pretrained: Mapping[str, Any] | None, weights: bool, teacher: bool,
+               ) -> CTNMTModel:
         s = cls.read_settings(cfg)
         _check(s)
         if s.distillation:  # Eq. 5 as the weights of the two terms
@@ -226,19 +244,22 @@ class CTNMT(Method):
         source = (pretrained or {}).get("src_bert", s.src_bert)
         arch = s.architecture
         uses_bert = s.dynamic_switch or s.rate_scheduling
-        bert = teacher = None
+        bert = taught = teacher_width = None
         if uses_bert:  # fine-tuned: saved in the run's checkpoints
             bert = mark_pretrained(load_model(source, weights=weights, add_pooling_layer=False))
             check_vocab(src_vocab.size, bert, "source")
         if s.distillation:  # frozen: reloaded from the checkpoint directory
             decoder_side = s.distill_side == "decoder"
             side_vocab = tgt_vocab if decoder_side else src_vocab
-            teacher = mark_pretrained(_load_teacher(
-                (pretrained or {}).get("tgt_bert", s.tgt_bert) if decoder_side else source,
-                s.distill_teacher, "tgt_bert" if decoder_side else "src_bert", weights,
-                side_vocab.size))
-            check_vocab(side_vocab.size, teacher, "target" if decoder_side else "source")
-            teacher.requires_grad_(False)
+            name = (pretrained or {}).get("tgt_bert", s.tgt_bert) if decoder_side else source
+            if teacher:
+                taught = mark_pretrained(_load_teacher(
+                    name, s.distill_teacher, "tgt_bert" if decoder_side else "src_bert",
+                    weights, side_vocab.size))
+                check_vocab(side_vocab.size, taught, "target" if decoder_side else "source")
+                taught.requires_grad_(False)
+            else:
+                teacher_width = model_config(name).hidden_size
         src_embed, tgt_embed = embedding(src_vocab, arch.d_model), embedding(tgt_vocab,
                                                                              arch.d_model)
         nmt = None if s.rate_scheduling and not s.dynamic_switch else TransformerEncoder(
@@ -248,7 +269,8 @@ class CTNMT(Method):
         fairseq_init(*([src_embed] if nmt else []), tgt_embed,
                      *([nmt.layers] if nmt else []), decoder.layers)
         encoder = CTNMTEncoder(bert, nmt, arch.d_model, src_vocab.pad)
-        return cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, teacher)
+        return cls.autoregressive(encoder, decoder, s, src_vocab, tgt_vocab, taught,
+                                  teacher_width)
 
 
 def _load_teacher(name: str, kind: str, role: str, weights: bool, vocab_size: int

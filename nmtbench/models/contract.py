@@ -376,6 +376,14 @@ class Method:
         raise NotImplementedError
 
     @classmethod
+    def build_for_translation(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
+                              pretrained: Mapping[str, Any] | None = None) -> Model:
+        """The model a trained run's weights are loaded into to translate: `build`'s, less
+        what only training reads (a frozen distillation teacher is in no checkpoint, and
+        loading it would import and read a pre-trained model nothing translates with)."""
+        return cls.build(cfg, src_vocab, tgt_vocab, pretrained)
+
+    @classmethod
     def read_settings(cls, cfg: Mapping[str, Any]) -> Any:
         """The settings `build` reads from a resolved experiment config, with the one check
         of `decoding` against `decodings` (settings without it decode the default)."""

@@ -7,6 +7,8 @@ per x value), so a typo stops the workflow at DAG-build time with the file and k
 
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,8 +233,18 @@ def _settings(experiment: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_catalogue(papers_dir: str | Path = PAPERS_DIR) -> Catalogue:
-    """Load every `papers/*.yaml`; an experiment defined twice must have the same settings."""
+    """Load every `papers/*.yaml`; an experiment defined twice must have the same settings.
+    (Read again only when a file there changed: a process that checks several configs, as
+    the tests do, loads the same files once; each call has a copy of its own.)"""
     papers_dir = Path(papers_dir)
+    files = tuple((p.name, (stat := p.stat()).st_mtime_ns, stat.st_size)
+                  for p in sorted(papers_dir.glob("*.yaml")))
+    return copy.deepcopy(_load_catalogue(papers_dir, files))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_catalogue(papers_dir: Path, files: tuple[tuple[str, int, int], ...]) -> Catalogue:
+    """`load_catalogue` of a directory whose *.yaml files are `files` (name, mtime, size)."""
     schema_path = papers_dir / SCHEMA
     if not schema_path.is_file():
         raise InputError(f"{schema_path}: missing (the schema of the paper files)")

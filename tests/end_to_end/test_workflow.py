@@ -4,14 +4,14 @@
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
+import torch
 import yaml
 from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
 
 from nmtbench import cli
+from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.report.results import Results
 
 pytestmark = pytest.mark.slow
@@ -54,6 +54,25 @@ def test_the_smoke_run_runs_every_rule_but_those_of_real_data(smoke_run):
     assert ran == {"toyworld", "reverse_dataset", "tokenizer", "pretrain", "train", "decode",
                    "distill", "backtranslate", "latency", "latency_vs_baseline", "evaluate",
                    "bootstrap", "buckets", "soft_targets", "report"}
+
+
+def test_a_joint_vocabulary_run_reads_both_sides_with_one_tokenizer(smoke_run):
+    """`vocabulary: joint` (deep fusion's baselines on the paper config; the smoke config's
+    transformer-tiny-500): the DAG trains one WordPiece on both sides and the run reads both
+    with it; `share_embeddings` makes the encoder's and decoder's embeddings one table in the
+    checkpoint."""
+    assert smoke_plan().run_settings("toy", "transformer-tiny-500", 1)["share_embeddings"]
+    run, tag = run_dir(smoke_run, "transformer-tiny-500")
+    joint = "data/toy/tokenizer/joint"
+    paths = json.loads((run / "config.json").read_text())["paths"]
+    assert paths["src_tokenizer"] == paths["tgt_tokenizer"] == joint
+    tokenizer = load_tokenizer(smoke_run / joint)  # knows both languages' words
+    for side in ("src", "tgt"):
+        line = (smoke_run / f"data/toy/prepared/train.{side}").read_text().splitlines()[0]
+        assert tokenizer.unk_token_id not in tokenizer(line)["input_ids"], side
+    state = torch.load(run / "checkpoints" / "best.pt", weights_only=True)["model"]
+    assert torch.equal(state["encoder.embed.weight"], state["decoder.embed.weight"])
+    assert json.loads((run / f"metrics.test.{tag}.json").read_text())["bleu"]["tokenized"] >= 0
 
 
 def test_toy_berts_are_pretrained_in_the_dag_and_loaded_by_the_bert_runs(smoke_run):
@@ -139,16 +158,15 @@ def test_report_html_contains_tables_and_figures(smoke_copy):
         assert f"{figure.name}.png" in html
 
 
-def test_report_cli_rebuilds_tables_from_copied_results(smoke_run, tmp_path):
-    """No Snakemake: copy results/ elsewhere and rebuild tables.md and the figures there."""
+def test_report_cli_rebuilds_tables_from_copied_results(smoke_run, tmp_path, capsys):
+    """No Snakemake: copy results/ elsewhere and rebuild tables.md and the figures there
+    (`report` in this process; a process of its own: test_bad_input.py)."""
     copy = tmp_path / "copied"
     shutil.copytree(smoke_run / "results" / "runs", copy / "runs")
     shutil.copytree(smoke_run / "data" / "pretrained", copy / "pretrained")
-    result = subprocess.run(
-        [sys.executable, "-m", "nmtbench", "report", "--root", str(ROOT), "--results", str(copy),
-         "--pretrained", str(copy / "pretrained"), "--configfile", str(SMOKE)],
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    status = cli.main(["report", "--root", str(ROOT), "--results", str(copy), "--pretrained",
+                       str(copy / "pretrained"), "--configfile", str(SMOKE)])
+    assert status == 0, capsys.readouterr().err[-3000:]
     ours = (copy / "tables.md").read_text()
     original = (smoke_run / "results" / "tables.md").read_text()
     strip = [line for line in ours.splitlines() if not line.startswith("- git commit")]

@@ -1,5 +1,5 @@
-"""End to end: real snakemake on the smoke config, each test on a DAG of its own (dry runs,
-one run trained alone, a run killed mid-training)."""
+"""End to end: real snakemake on the smoke config, each test on a DAG of its own (dry runs, a
+run killed mid-training)."""
 
 import json
 import os
@@ -13,7 +13,6 @@ import pytest
 import torch
 from smoke import ROOT, SMOKE, run_dir, snakemake
 
-from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.models import checkpoints
 
 pytestmark = pytest.mark.slow
@@ -32,32 +31,6 @@ def test_dag_contains_only_the_requested_table_runs(tmp_path):
     assert len(runs) == 5
     assert trained == {f"dataset=toy, run={run}, seed={seed}"
                        for run in runs for seed in (1, 2)}
-
-
-def test_a_joint_vocabulary_run_reads_both_sides_with_one_tokenizer(tmp_path):
-    """`vocabulary: joint` (deep fusion's baselines on the paper config): the DAG trains one
-    WordPiece on both sides and the run reads both with it; `share_embeddings` makes the
-    encoder's and decoder's embeddings one table in the checkpoint."""
-    extra = tmp_path / "joint.yaml"
-    extra.write_text("tables: [toyworld.table1]\n"
-                     "datasets: {toy: {vocab_size: {src: 400, tgt: 300, joint: 500}}}\n"
-                     "experiments: {transformer-tiny: {vocabulary: joint, "
-                     "share_embeddings: true}}\n")
-    run, tag = run_dir(tmp_path, "transformer-tiny", extra)
-    target = run / f"metrics.test.{tag}.json"
-    result = snakemake(tmp_path, "--cores", "2", str(target.relative_to(tmp_path)),
-                       "--configfile", str(SMOKE), str(extra))
-    assert result.returncode == 0, result.stderr[-3000:]
-    joint = "data/toy/tokenizer/joint"
-    paths = json.loads((run / "config.json").read_text())["paths"]
-    assert paths["src_tokenizer"] == paths["tgt_tokenizer"] == joint
-    tokenizer = load_tokenizer(tmp_path / joint)  # knows both languages' words
-    for side in ("src", "tgt"):
-        line = (tmp_path / f"data/toy/prepared/train.{side}").read_text().splitlines()[0]
-        assert tokenizer.unk_token_id not in tokenizer(line)["input_ids"], side
-    state = torch.load(run / "checkpoints" / "best.pt", weights_only=True)["model"]
-    assert torch.equal(state["encoder.embed.weight"], state["decoder.embed.weight"])
-    assert json.loads(target.read_text())["bleu"]["tokenized"] >= 0
 
 
 def test_a_joint_vocabulary_needs_its_size(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from smoke import ROOT, SMOKE, smoke_plan
 
+from nmtbench.cli import main
 from nmtbench.errors import InputError
 from nmtbench.evaluation.params import check_builds
 
@@ -65,9 +66,13 @@ def test_a_setting_no_model_takes_is_one_line_naming_the_run(case, tmp_path):
     assert message.startswith("run toy/") and ending in message and "\n" not in message
 
 
-def test_the_smoke_and_default_configs_build_every_run_they_train():
+def test_the_smoke_and_default_configs_build_every_run_they_train(capsys):
+    """`check` on the smoke config, in this process (its exit status and one line on a bad
+    setting, from a process of its own, are the next test's): every run it trains builds."""
     plan = smoke_plan()
-    assert check_builds(plan) == (len(plan.trained_runs()), [])
+    assert main(["check", "--root", str(ROOT), "--configfile", str(SMOKE)]) == 0
+    assert capsys.readouterr().out == (
+        f"config ok: the models of {len(plan.trained_runs())} runs build\n")  # none left
     assert len(plan.trained_runs()) > len(plan.runs())  # teachers and parents no table shows
 
 
@@ -77,10 +82,7 @@ def test_check_command_and_a_workflow_start_stop_on_it_before_any_job(tmp_path):
                             "--configfile", str(SMOKE), str(extra)],
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 2 and check.stderr.strip().startswith("error: run toy/ctnmt-")
-    good = subprocess.run([sys.executable, "-m", "nmtbench", "check", "--root", str(ROOT),
-                           "--configfile", str(SMOKE)], capture_output=True, text=True,
-                          timeout=300)
-    assert good.returncode == 0 and good.stdout.startswith("config ok: the models of ")
+    assert check.stderr.count("\n") == 1 and not check.stdout  # (a good config: the test above)
 
     workdir = tmp_path / "work"
     run = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile",
@@ -90,6 +92,24 @@ def test_check_command_and_a_workflow_start_stop_on_it_before_any_job(tmp_path):
     assert run.returncode != 0
     assert "config error: run toy/ctnmt-" in run.stderr and "Traceback" not in run.stderr
     assert not (workdir / "data").exists() and not (workdir / "logs").exists()  # no job ran
+
+    # it builds the runs the DAG trains: one that trains none starts (the bad setting stops
+    # the invocation that trains its run)
+    data = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile",
+                           str(ROOT / "Snakefile"), "--directory", str(workdir), "--cores", "1",
+                           "data/toy/prepared/train.src", "--configfile", str(SMOKE), str(extra)],
+                          capture_output=True, text=True, timeout=300)
+    assert data.returncode == 0, data.stderr[-2000:]
+    assert "config error" not in data.stderr and (workdir / "data" / "toy").is_dir()
+
+
+def test_only_the_runs_named_are_built(tmp_path):
+    """What the workflow's start-up check passes: the runs its DAG trains."""
+    plan = smoke_plan(with_override(tmp_path, "ctnmt", {"rate_warm_updates": 600}))
+    assert check_builds(plan, {("toy", "transformer-tiny")}) == (1, [])
+    assert check_builds(plan, set()) == (0, [])
+    with pytest.raises(InputError, match="^run toy/ctnmt-"):
+        check_builds(plan, {("toy", "transformer-tiny"), *plan.trained_runs()})
 
 
 def test_a_snakemake_host_without_torch_skips_the_start_up_check_with_one_line(tmp_path):

@@ -200,3 +200,19 @@ def test_cli_score_prints_one_json_object(tmp_path: Path) -> None:
     assert {"sacrebleu", "signature", "tokenized"} <= set(result)
     assert result["tokenized"] == pytest.approx(71.07, abs=0.006)  # multi-bleu.perl -lc
     assert "case:lc" in result["signature"]
+
+
+def test_rouge_and_compare_mt_load_nltk_without_scipy_stats():
+    """nltk's collocation measures import scipy.stats (half a second of every evaluate and
+    bootstrap job) and nothing here calls them: ROUGE and compare-mt load nltk without it,
+    and it imports as usual afterwards."""
+    code = ("import sys\n"
+            "from nmtbench.evaluation import analysis\n"
+            "from nmtbench.evaluation.metrics import rouge\n"
+            "assert rouge(['a b c'], ['a b d'])['rouge1'] > 0\n"
+            "assert 'nltk' in sys.modules and 'scipy.stats' not in sys.modules\n"
+            "import scipy.stats\n"
+            "assert scipy.stats.fisher_exact([[1, 2], [3, 4]])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -286,18 +286,27 @@ def test_a_byte_level_gpt2_teaches_through_training_and_decoding(side, bert, toy
     own = save_byte_level_gpt2(teacher, lines, seed=4).config.vocab_size
     role = "src_bert" if side == "encoder" else "tgt_bert"
     run = tmp_path / "run"
-    Trainer(run, {"method": "ctnmt", **SMALL, "max_positions": 256, "src_bert": bert,
-                  "distillation": True, "distill_teacher": "gpt2",
-                  "distill_side": side, role: str(teacher), "max_tokens": 800, "lr": 0.003,
-                  "warmup_updates": 5, "max_epochs": 1, "log_interval": 1, "seed": 3},
-            replace(toy_paths, **{f"{short}_tokenizer": str(teacher)},
-                    pretrained={role: str(teacher)}), device="cpu").run()
+    trainer = Trainer(run, {"method": "ctnmt", **SMALL, "max_positions": 256, "src_bert": bert,
+                            "distillation": True, "distill_teacher": "gpt2",
+                            "distill_side": side, role: str(teacher), "max_tokens": 800,
+                            "lr": 0.003, "warmup_updates": 5, "max_epochs": 1,
+                            "log_interval": 1, "seed": 3},
+                      replace(toy_paths, **{f"{short}_tokenizer": str(teacher)},
+                              pretrained={role: str(teacher)}), device="cpu")
+    trainer.run()
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     steps = [r for r in log if r["event"] == "train"]
     assert steps and all(r["distill_per_position"] > 0 for r in steps)
-    model = load_run_model(run)[0]
-    rows = model.teacher.get_input_embeddings().weight
+    rows = trainer.model.teacher.get_input_embeddings().weight
     assert rows.shape[0] == own + 2 and not rows[own:].any()
+    # translating needs none of the teacher: the run loads without it, every other weight
+    # (the projection onto the teacher's width among them) as training left it
+    model = load_run_model(run, "last")[0]
+    assert model.teacher is None
+    trained = {k: v for k, v in trainer.model.state_dict().items()
+               if not k.startswith("teacher.")}
+    assert model.state_dict().keys() == trained.keys()
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in trained.items())
     out = tmp_path / "hyp.txt"
     translate_file(run, toy_dir / "test.src", out, DecodeSettings(beam=2), device="cpu",
                    max_lines=8)

@@ -20,9 +20,16 @@ DEFAULT = ROOT / "config" / "config.yaml"
 SMOKE = ROOT / "config" / "smoke.yaml"
 
 
-@pytest.fixture
-def cfg():
+@pytest.fixture(scope="module")
+def default_config() -> dict:
     return yaml.safe_load(DEFAULT.read_text())
+
+
+@pytest.fixture
+def cfg(default_config):
+    """config/config.yaml, a copy of its own for each test to change (parsed once: PyYAML's
+    pure-Python parser takes 40 ms a time)."""
+    return copy.deepcopy(default_config)
 
 
 def _runs(plan):
@@ -359,6 +366,14 @@ def test_load_config_errors_name_the_file(tmp_path):
     listed.write_text("- 1\n- 2\n")
     with pytest.raises(InputError, match=f"^{listed}: a config file must hold a mapping"):
         nmtconfig.load_config([listed])
+
+
+def test_the_declared_settings_are_the_schema_as_yaml_safe_load_reads_it():
+    """`definitions()` (every job that imports the settings reads it) parses with libyaml
+    where PyYAML has it: the same document as yaml.safe_load."""
+    from nmtbench.workflow.schema import SCHEMA, definitions
+
+    assert definitions() == yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["$defs"]
 
 
 def test_smoke_config_shrinks_sizes_and_trains_every_method_of_the_default():

@@ -201,6 +201,18 @@ def test_the_unmodified_copy_loads(papers):
     assert catalogue.names() == ["toyworld.table1", "toyworld.figure1"]
 
 
+def test_a_changed_file_is_read_again_and_each_load_is_a_copy_of_its_own(papers):
+    """A process reads the files once until one changes (the tests check many configs)."""
+    first = load_catalogue(papers)
+    first.tables.clear()  # a caller's changes are its own
+    assert load_catalogue(papers).names() == ["toyworld.table1", "toyworld.figure1"]
+    _rewrite(papers / "toyworld.yaml", lambda d: d["figures"].pop("figure1"))
+    assert load_catalogue(papers).names() == ["toyworld.table1"]
+    (papers / "schema.yaml").unlink()
+    with pytest.raises(InputError, match="schema.yaml: missing"):
+        load_catalogue(papers)
+
+
 def test_experiment_defined_differently_in_two_files_names_both(papers):
     other = papers / "zother.yaml"
     other.write_text(yaml.safe_dump({
