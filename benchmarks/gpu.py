@@ -468,8 +468,8 @@ def fairseq_markdown(result: dict) -> list[str]:
                      f"{r['ms_per_update']:.1f} | {r['target_tokens_per_s']:,.0f} | "
                      f"{r['peak_memory_gb']:.1f} | {harness} | {ratio} |")
     theirs = fq["decoding"].get("transformer-base")
-    if theirs:
-        ours_base = result["decoding"]["transformer-base"]
+    ours_base = result["decoding"].get("transformer-base")
+    if theirs and ours_base:
         lines += ["", f"Transformer-base, beam {BEAM}, fairseq's `SequenceGenerator` in fp16: "
                   f"batch-1 latency {theirs['median']:.1f} ms (p90 {theirs['p90']:.1f}), "
                   f"{theirs['sentences_per_s_batch64']:.1f} sentences/s at batch 64; the "
@@ -551,14 +551,14 @@ def main() -> None:
                     copy.deepcopy(models[name]), tc, device, compiled, args.loss_curve)
             print(json.dumps(curves), flush=True)
         save()
+    if args.fairseq:  # before decoding: a run cut short keeps both sides of the training
+        result["fairseq"] = run_fairseq(args.fairseq, fairseq_workload(
+            models, device, args.pairs, args.steps, args.sentences, args.batches))
+        save()
     decoding = result["decoding"] = measure_decoding(
         {n: models[n] for n in DECODED if n in models}, device, args.sentences, args.batches)
     print(json.dumps(decoding), flush=True)
     save()
-    if args.fairseq:
-        result["fairseq"] = run_fairseq(args.fairseq, fairseq_workload(
-            models, device, args.pairs, args.steps, args.sentences, args.batches))
-        save()
     print(f"wrote {args.out}.md and .json; median latencies: "
           + ", ".join(f"{n} {r['median']:.1f} ms" for n, r in decoding.items()))
 

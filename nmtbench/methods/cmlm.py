@@ -108,9 +108,9 @@ class ConditionalMaskedLM(Model):
         smoothed_nll = compiled_smoothed_nll() if self.compiled else smoothed_nll_of_logits
         loss_sum, nll_sum = smoothed_nll(logits[masked], tokens[masked],  # (M, V), (M,)
                                          self.settings.label_smoothing, v.pad)
-        ntokens = int(masked.sum())
+        ntokens = masked.sum()
         return Losses({"tokens": loss_sum, "length": length_nll}, ntokens,
-                      {"nll": nll_sum.item() / ntokens})
+                      {"nll": nll_sum.detach() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         """The state also holds what a `TransformerDecoder` reads of the memory (each layer's

@@ -512,8 +512,8 @@ class EncoderDecoder(Model):
         smoothed_nll = compiled_smoothed_nll() if self.compiled else smoothed_nll_of_logits
         loss_sum, nll_sum = smoothed_nll(logits.flatten(0, 1), target,
                                          self.settings.label_smoothing, self.tgt_vocab.pad)
-        ntokens = int((target != self.tgt_vocab.pad).sum())
-        return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.item() / ntokens})
+        ntokens = (target != self.tgt_vocab.pad).sum()  # on the device: no wait for the GPU
+        return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.detach() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.decoder.start(self.encoder(src))

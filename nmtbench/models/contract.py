@@ -107,18 +107,19 @@ class Losses:
     """
 
     terms: dict[str, torch.Tensor]
-    ntokens: int
-    stats: dict[str, float] = field(default_factory=dict)
+    ntokens: int | torch.Tensor  # a 0-d tensor where the model counts on the device
+    stats: dict[str, float | torch.Tensor] = field(default_factory=dict)
 
     def total(self, weights: Mapping[str, float]) -> torch.Tensor:
         """The loss per token that training minimises."""
         weighted = sum(weights.get(name, 1.0) * term for name, term in self.terms.items())
         return weighted / self.ntokens
 
-    def per_token(self) -> dict[str, float]:
-        """Each term per token, and the stats: the training log's record of a batch."""
-        return {**{k: float(v.detach()) / self.ntokens for k, v in self.terms.items()},
-                **self.stats}
+    def per_token(self) -> dict[str, float | torch.Tensor]:
+        """Each term per token, and the stats: the training log's record of a batch. Values
+        may stay tensors on the device; the trainer reads them all in one transfer per update
+        (each read on its own would wait for the GPU mid-update)."""
+        return {**{k: v.detach() / self.ntokens for k, v in self.terms.items()}, **self.stats}
 
 
 class MethodSettings:

@@ -37,9 +37,14 @@ class World:
         """Sum a few floats over every process (identity in a world of one)."""
         if self.size == 1:
             return values
-        tensor = torch.tensor(values, dtype=torch.float64, device=device)
-        dist.all_reduce(tensor)
-        return tensor.tolist()
+        return self.all_reduce_tensor(torch.tensor(values, dtype=torch.float64,
+                                                   device=device)).tolist()
+
+    def all_reduce_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` summed over every process, in place (itself in a world of one)."""
+        if self.size > 1:
+            dist.all_reduce(tensor)
+        return tensor
 
 
 def join(device: torch.device) -> World:

@@ -53,15 +53,21 @@ class Updater:
         progress = Progress(step, self.total_updates)
         for spec, param_group in zip(self.groups, self.optimizer.param_groups, strict=True):
             param_group["lr"] = lr * spec.lr_scale(progress)
-        record = self._gradients(group, data, progress)
-        # every process sees the same loss and gradient norm: all stop, none waits for another
-        if record.pop("nonfinite"):
-            raise Diverged(f"loss is {record['loss']}")
+        sums = self._gradients(group, data, progress)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(
             params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
+        # the update's one wait for the GPU: its numbers come to the host together
+        keys = sorted(sums)
+        values = self.world.all_reduce_tensor(torch.stack(
+            [torch.as_tensor(sums[k], dtype=torch.float64, device=self.device) for k in keys]
+            + [grad_norm.to(torch.float64) / self.world.size])).tolist()  # norm: same everywhere
+        record, grad_norm = dict(zip(keys, values[:-1], strict=True)), values[-1]
+        # every process sees the same loss and gradient norm: all stop, none waits for another
+        if record.pop("nonfinite"):
+            raise Diverged(f"loss is {record['loss']}")
         if not math.isfinite(grad_norm):
-            raise Diverged(f"gradient norm is {float(grad_norm)}")
+            raise Diverged(f"gradient norm is {grad_norm}")
         factor = self.tc.divergence_factor
         if factor and self.loss_ema is not None and record["loss"] > factor * self.loss_ema:
             raise Diverged(f"loss {record['loss']:.4g} is over {factor:g}x its running level "
@@ -72,19 +78,20 @@ class Updater:
         return {**record, **{f"lr_{g.name}": p["lr"] for g, p in
                              zip(self.groups, self.optimizer.param_groups, strict=True)
                              if len(self.groups) > 1},
-                "lr": lr, "grad_norm": float(grad_norm)}
+                "lr": lr, "grad_norm": grad_norm}
 
     def _gradients(self, group: list[list[int]], data: Bitext,
-                   progress: Progress) -> dict[str, float]:
+                   progress: Progress) -> dict[str, torch.Tensor]:
         """Backward over this process's share of the group; the loss parts summed over all
-        processes, weighted by target tokens (`nonfinite` counts non-finite losses)."""
+        processes (`nonfinite` counts non-finite losses), weighted by target tokens, on the
+        device: this process's share."""
         tokens = sum(data.target_tokens(indices) for indices in group)
         share = [(indices, data.target_tokens(indices) / tokens)
                  for indices in group[self.world.rank::self.world.size]]
         # a process left without a batch still takes part in the exchange, with zero weight
         share = share or [(group[0], 0.0)]
         self.optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = defaultdict(float)
+        sums: dict[str, Any] = defaultdict(float)
         for j, (indices, weight) in enumerate(share):
             batch = data.collate(indices).to(self.device)
             with self._no_sync(last=j == len(share) - 1):
@@ -92,11 +99,9 @@ class Updater:
                     loss, losses = self._loss(batch, progress)
                 # DDP averages over processes; the weights already sum to one over all of them
                 (loss * (weight * self.world.size)).backward()
-            parts = {**losses.per_token(), "loss": float(loss.detach())}
+            parts = {**losses.per_token(), "loss": loss.detach()}
             for key, value in parts.items():
-                sums[key] += value * weight
-            sums["ntokens"] += losses.ntokens * (weight > 0)
-            sums["nonfinite"] += float(not torch.isfinite(loss))
-        keys = sorted(sums)
-        return dict(zip(keys, self.world.all_reduce_sum([sums[k] for k in keys], self.device),
-                        strict=True))
+                sums[key] = sums[key] + value * weight
+            sums["ntokens"] = sums["ntokens"] + losses.ntokens * (weight > 0)
+            sums["nonfinite"] = sums["nonfinite"] + (~torch.isfinite(loss.detach())).double()
+        return sums

@@ -31,8 +31,8 @@ def validation_loss(model: Model, data: Bitext, tc: TrainConfig, world: World,
         batch = data.collate(indices).to(device)
         with autocast(device):
             loss, losses = model.loss(batch)
-        total += float(loss) * losses.ntokens
-        tokens += losses.ntokens
+        total += float(loss) * float(losses.ntokens)
+        tokens += int(losses.ntokens)
     total, tokens = world.all_reduce_sum([total, tokens], device)
     return total / max(tokens, 1)
 
