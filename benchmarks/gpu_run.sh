@@ -17,6 +17,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv
 timeout $((end - SECONDS - 90)) python3 benchmarks/gpu.py --out "$out/gpu" --both \
     --loss-curve 100 --profile --sentences 20 --batches 2 --fairseq python3 2>&1 \
     | grep -v " INFO \| warn" | tee "$out/gpu.log"
-timeout $((end - SECONDS)) python3 -m pytest -q -p no:cacheprovider -m "slow or not slow" \
+timeout $((end - SECONDS)) python3 -m pytest -q -p no:cacheprovider -p no:hydra_pytest \
+    -m "slow or not slow" \
     tests/models/test_cuda.py tests/models/test_compiling.py 2>&1 \
     | tail -30 | tee "$out/cuda-tests.log"

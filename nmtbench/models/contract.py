@@ -176,7 +176,7 @@ class Model(nn.Module):
     settings: MethodSettings
     compiled = False  # set by `compile_for_training`: the loss runs compiled too
 
-    def compile_for_training(self) -> None:
+    def compile_for_training(self, **options: Any) -> None:
         """torch.compile, in place, the modules whose class sets `compiled_in_training` (the
         Transformer layers every method's own encoder and decoder stacks are made of), and the
         loss (`compiled`): the residual adds, dropouts, LayerNorms and the casts bf16 autocast
@@ -184,10 +184,11 @@ class Model(nn.Module):
         modules (the Hugging Face BERTs) stay eager. Shapes are dynamic from the start, since
         token batches vary in both dimensions: one compilation per layer type and mode
         (training, validation) per run. Names and weights are unchanged. The trainer calls it
-        on a GPU when the config's `compile` is true; CPU training stays eager."""
+        on a GPU when the config's `compile` is true; CPU training stays eager. `options` go to
+        torch.compile instead of the trainer's (benchmarks/gpu_host_overhead.py tries others)."""
         for module in self.modules():
             if getattr(type(module), "compiled_in_training", False):
-                module.compile(dynamic=True)
+                module.compile(**(options or {"dynamic": True}))
         self.compiled = True
 
     def param_groups(self) -> list[ParamGroup]:

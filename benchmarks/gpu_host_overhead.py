@@ -1,0 +1,149 @@
+"""How much of a training update is the host's: Transformer-base updates (benchmarks/gpu.py's
+workload: 128 and 1,024 random pairs of 32 + 32 tokens) made in several ways, each beside the
+GPU's own busy time for the same update.
+
+    python benchmarks/gpu_host_overhead.py --out gpu-out/host-overhead
+
+- eager: the trainer's default; eager-flash: the same with PyTorch's FlashAttention kernel
+  instead of the one SDPA picks (cuDNN's on Hopper);
+- compiled: the trainer's `compile: true` (each layer compiled for dynamic shapes);
+- compiled-static: compiled for the batch's shapes (a real run would recompile per shape);
+- cuda-graphs: compiled-static replayed as CUDA graphs (`mode="reduce-overhead"`): what an
+  update costs when the host launches almost nothing, the ceiling for a trainer that pads its
+  batches to a few fixed shapes.
+
+The GPU's busy time is the sum of the update's kernel times under torch.profiler (3 updates);
+where ms/update is well above it, the GPU waits for the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from nmtbench.evaluation.params import build_model
+from nmtbench.fileio import write_json
+from nmtbench.workflow.config import check, load_config
+from nmtbench.workflow.train_settings import TrainConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu  # noqa: E402  (the workload is gpu.py's)
+
+VARIANTS = {  # name: (torch.compile's options or None for eager, attention backend)
+    "eager": (None, None),
+    "eager-flash": (None, SDPBackend.FLASH_ATTENTION),
+    "compiled": ({"dynamic": True}, None),
+    "compiled-static": ({"dynamic": False}, None),
+    "cuda-graphs": ({"dynamic": False, "mode": "reduce-overhead"}, None),
+}
+
+
+def measure(model, tc: TrainConfig, device: torch.device, variant: str, pairs: int,
+            steps: int) -> dict:
+    options, backend = VARIANTS[variant]
+    updater = gpu.trainer_for(model, tc, device, compiled=False)
+    if options is not None:
+        model.compile_for_training(**options)
+    data = gpu.training_data(model, pairs, torch.Generator().manual_seed(0))
+    group, step = [list(range(pairs))], 0
+
+    def update() -> None:
+        nonlocal step
+        if options and options.get("mode") == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        with sdpa_kernel([backend]) if backend else nullcontext():
+            updater.update(group, data, step)
+        step += 1
+
+    for _ in range(3):  # warm-up and compilation (CUDA graphs record on the second)
+        update()
+    gpu.sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        update()
+    gpu.sync(device)
+    seconds = (time.perf_counter() - start) / steps
+    return {"variant": variant, "target_tokens": data.target_tokens(group[0]),
+            "ms_per_update": seconds * 1000, "gpu_busy_ms": gpu_busy_ms(update, device)}
+
+
+def gpu_busy_ms(update, device: torch.device) -> float | None:
+    """Kernel time per update: the sum of device self-times over 3 profiled updates, / 3."""
+    if device.type != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            update()
+        gpu.sync(device)
+    return sum(e.self_device_time_total for e in prof.key_averages()) / 1000 / 3
+
+
+def markdown(result: dict) -> str:
+    meta = result["meta"]
+    lines = ["# Host overhead of a training update (Transformer-base)", "",
+             f"`{meta['command']}` at commit {meta['commit']} on {meta['device']} (driver "
+             f"{meta['driver']}); torch {meta['torch']}, CUDA {meta['cuda']}; {meta['date']}. "
+             "See the script's docstring for the variants.", "",
+             "| variant | target tokens/update | ms/update | GPU busy ms/update | GPU busy | "
+             "target tokens/s |", "|---|---|---|---|---|---|"]
+    for r in result["runs"]:
+        if "error" in r:
+            lines.append(f"| {r['variant']} | {r['target_tokens']:,} | failed: "
+                         f"{r['error']} | | | |")
+            continue
+        busy = r["gpu_busy_ms"]
+        lines.append(f"| {r['variant']} | {r['target_tokens']:,} | {r['ms_per_update']:.1f} | "
+                     + (f"{busy:.1f} | {100 * busy / r['ms_per_update']:.0f}% | " if busy
+                        else "- | - | ")
+                     + f"{r['target_tokens'] / r['ms_per_update'] * 1000:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(gpu.ROOT / "results" / "gpu-host-overhead"),
+                        help="writes OUT.md and OUT.json")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--steps", type=int, default=10, help="timed updates per variant")
+    parser.add_argument("--pairs", nargs="+", type=int, default=[128, 1024])
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    config = load_config([gpu.ROOT / "config" / name for name in ("config.yaml", "paper.yaml")])
+    plan = check(config, gpu.ROOT / "config" / "schema.yaml", gpu.ROOT / "papers")
+    torch.manual_seed(0)
+    base = build_model(plan, gpu.DATASET, "transformer-base")
+    tc = TrainConfig.from_dict(plan.train_settings(gpu.DATASET, "transformer-base", seed=1))
+    result = {"meta": {
+        "commit": gpu.commit(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "driver": gpu.driver_version(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "command": " ".join(["python", "benchmarks/gpu_host_overhead.py", *sys.argv[1:]])},
+        "runs": []}
+    for variant in args.variants:
+        for pairs in args.pairs:
+            torch._dynamo.reset()
+            try:
+                run = measure(copy.deepcopy(base), tc, device, variant, pairs, args.steps)
+            except Exception as err:  # noqa: BLE001  (a variant this torch cannot run is a result)
+                run = {"variant": variant, "target_tokens": pairs * 32,
+                       "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+            result["runs"].append(run)
+            print(json.dumps(run), flush=True)
+            gpu.free_memory(device)
+            write_json(f"{args.out}.json", result)
+            Path(f"{args.out}.md").write_text(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
