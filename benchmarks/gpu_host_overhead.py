@@ -4,8 +4,7 @@ GPU's own busy time for the same update.
 
     python benchmarks/gpu_host_overhead.py --out gpu-out/host-overhead
 
-- eager: the trainer's default; eager-flash: the same with PyTorch's FlashAttention kernel
-  instead of the one SDPA picks (cuDNN's on Hopper);
+- eager: the trainer's default;
 - compiled: the trainer's `compile: true` (each layer compiled for dynamic shapes);
 - compiled-static: compiled for the batch's shapes (a real run would recompile per shape);
 - cuda-graphs: compiled-static replayed as CUDA graphs (`mode="reduce-overhead"`): what an
@@ -23,11 +22,9 @@ import copy
 import json
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nmtbench.evaluation.params import build_model
 from nmtbench.fileio import write_json
@@ -37,18 +34,17 @@ from nmtbench.workflow.train_settings import TrainConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu  # noqa: E402  (the workload is gpu.py's)
 
-VARIANTS = {  # name: (torch.compile's options or None for eager, attention backend)
-    "eager": (None, None),
-    "eager-flash": (None, SDPBackend.FLASH_ATTENTION),
-    "compiled": ({"dynamic": True}, None),
-    "compiled-static": ({"dynamic": False}, None),
-    "cuda-graphs": ({"dynamic": False, "mode": "reduce-overhead"}, None),
+VARIANTS = {  # name: torch.compile's options (None: eager)
+    "eager": None,
+    "compiled": {"dynamic": True},
+    "compiled-static": {"dynamic": False},
+    "cuda-graphs": {"dynamic": False, "mode": "reduce-overhead"},
 }
 
 
 def measure(model, tc: TrainConfig, device: torch.device, variant: str, pairs: int,
             steps: int) -> dict:
-    options, backend = VARIANTS[variant]
+    options = VARIANTS[variant]
     updater = gpu.trainer_for(model, tc, device, compiled=False)
     if options is not None:
         model.compile_for_training(**options)
@@ -59,8 +55,7 @@ def measure(model, tc: TrainConfig, device: torch.device, variant: str, pairs: i
         nonlocal step
         if options and options.get("mode") == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
-        with sdpa_kernel([backend]) if backend else nullcontext():
-            updater.update(group, data, step)
+        updater.update(group, data, step)
         step += 1
 
     for _ in range(3):  # warm-up and compilation (CUDA graphs record on the second)
@@ -76,16 +71,19 @@ def measure(model, tc: TrainConfig, device: torch.device, variant: str, pairs: i
 
 
 def gpu_busy_ms(update, device: torch.device) -> float | None:
-    """Kernel time per update: the sum of device self-times over 3 profiled updates, / 3."""
+    """Kernel time per update: the device's events' self-times over 3 profiled updates, / 3
+    (an operator's row repeats its kernels' time: only the kernels' own rows are counted)."""
     if device.type != "cuda":
         return None
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(3):
             update()
         gpu.sync(device)
-    return sum(e.self_device_time_total for e in prof.key_averages()) / 1000 / 3
+    return sum(e.self_device_time_total for e in prof.key_averages()
+               if e.device_type != DeviceType.CPU) / 1000 / 3
 
 
 def markdown(result: dict) -> str:

@@ -52,10 +52,9 @@ def test_every_method_matches_its_cpu_outputs_on_cuda_in_fp32(name, variant, tin
 def test_every_method_trains_and_decodes_in_bf16_on_cuda(name, variant, tiny_berts):
     model = build(name, variant, tiny_berts).cuda()
     batch = tiny_batch(model).to("cuda")
-    with bf16():
-        before = eval_loss(model, batch)
-        losses = train(model, batch)
-        after = eval_loss(model, batch)
+    before = eval_loss(model, batch, precision=bf16)
+    losses = train(model, batch, precision=bf16)
+    after = eval_loss(model, batch, precision=bf16)
     assert all(map(math.isfinite, losses)) and after < before, (before, after)
     assert all(p.dtype == torch.float32 for p in model.parameters()), "autocast cast weights"
     v = BERT_VOCAB

@@ -19,6 +19,7 @@ Per method: its class is where its entry says, and its settings are that entry's
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -209,23 +210,29 @@ def tiny_batch(model: Model) -> Batch:
                  ids=torch.arange(3), extras=extras)
 
 
-def eval_loss(model: Model, batch: Batch) -> float:
-    """The loss in eval mode with a fixed seed (the same masks for a parallel model)."""
+def eval_loss(model: Model, batch: Batch, precision=nullcontext) -> float:
+    """The loss in eval mode with a fixed seed (the same masks for a parallel model), its
+    forward pass under `precision()` (an autocast, say)."""
     model.eval()
     torch.manual_seed(1234)
-    with torch.no_grad():
+    with torch.no_grad(), precision():
         return float(model.loss(batch, Progress(0, 10))[0])
 
 
-def train(model: Model, batch: Batch, steps: int = 4, lr: float = 3e-3) -> list[float]:
-    """Adam steps over the model's parameter groups; the training losses."""
+def train(model: Model, batch: Batch, steps: int = 4, lr: float = 3e-3,
+          precision=nullcontext) -> list[float]:
+    """Adam steps over the model's parameter groups; the training losses. Each forward pass
+    runs under its own `precision()`, as the trainer's do: one autocast around several steps
+    would keep serving the weights it cast before the first update (its cast cache lives
+    until the outermost autocast exits)."""
     model.train()
     optimizer = torch.optim.Adam([{"params": g.params} for g in model.param_groups()], lr=lr)
     frozen = [p for p in model.parameters() if not p.requires_grad]
     losses = []
     for step in range(steps):
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = model.loss(batch, Progress(step, steps))
+        with precision():
+            loss, _ = model.loss(batch, Progress(step, steps))
         loss.backward()
         assert all(p.grad is None for p in frozen), "a frozen parameter got a gradient"
         optimizer.step()
