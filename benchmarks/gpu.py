@@ -73,9 +73,16 @@ PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
 
 
 def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, cwd=ROOT)
-    return done.stdout.strip() or "unknown"
+    """The code's commit: NMTBENCH_COMMIT where it is set (the device machine's copy of the
+    working tree carries the .git of the session's start, not of the code it runs), else
+    HEAD, with "+changes" where tracked files differ from it."""
+    if os.environ.get("NMTBENCH_COMMIT"):
+        return os.environ["NMTBENCH_COMMIT"]
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True,
+                              cwd=ROOT).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def driver_version() -> str:

@@ -92,6 +92,7 @@ def markdown(result: dict) -> str:
              f"`{meta['command']}` at commit {meta['commit']} on {meta['device']} (driver "
              f"{meta['driver']}); torch {meta['torch']}, CUDA {meta['cuda']}; {meta['date']}. "
              "See the script's docstring for the variants.", "",
+             *([meta["note"], ""] if meta.get("note") else []),
              "| variant | target tokens/update | ms/update | GPU busy ms/update | GPU busy | "
              "target tokens/s |", "|---|---|---|---|---|---|"]
     for r in result["runs"]:

@@ -5,7 +5,8 @@
 # and the CUDA tests' log, all within BUDGET seconds (default 560: one device call). The
 # benchmark runs first, so a run cut short keeps what it measured; the tests get what is
 # left. Copy gpu.md, gpu.json and gpu-profile.txt into results/ when the run is the one to
-# keep.
+# keep. Name the commit, which the device's copy of .git does not know:
+#     NMTBENCH_COMMIT=<git rev-parse --short HEAD, here> bash benchmarks/gpu_run.sh
 set -uo pipefail
 out="${OUT:-gpu-out}"
 end=$((SECONDS + ${BUDGET:-560}))
