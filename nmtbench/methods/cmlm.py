@@ -110,7 +110,7 @@ class ConditionalMaskedLM(Model):
                                          self.settings.label_smoothing, v.pad)
         ntokens = masked.sum()
         return Losses({"tokens": loss_sum, "length": length_nll}, ntokens,
-                      {"nll": nll_sum.detach() / ntokens})
+                      {"nll": nll_sum.detach().double() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         """The state also holds what a `TransformerDecoder` reads of the memory (each layer's

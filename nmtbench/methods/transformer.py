@@ -513,7 +513,7 @@ class EncoderDecoder(Model):
         loss_sum, nll_sum = smoothed_nll(logits.flatten(0, 1), target,
                                          self.settings.label_smoothing, self.tgt_vocab.pad)
         ntokens = (target != self.tgt_vocab.pad).sum()  # on the device: no wait for the GPU
-        return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.detach() / ntokens})
+        return Losses({"tokens": loss_sum}, ntokens, {"nll": nll_sum.detach().double() / ntokens})
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.decoder.start(self.encoder(src))

@@ -119,7 +119,8 @@ class Losses:
         """Each term per token, and the stats: the training log's record of a batch. Values
         may stay tensors on the device; the trainer reads them all in one transfer per update
         (each read on its own would wait for the GPU mid-update)."""
-        return {**{k: v.detach() / self.ntokens for k, v in self.terms.items()}, **self.stats}
+        return {**{k: v.detach().double() / self.ntokens for k, v in self.terms.items()},
+                **self.stats}
 
 
 class MethodSettings:

@@ -59,9 +59,10 @@ class Updater:
             params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)
         # the update's one wait for the GPU: its numbers come to the host together
         keys = sorted(sums)
-        values = self.world.all_reduce_tensor(torch.stack(
-            [torch.as_tensor(sums[k], dtype=torch.float64, device=self.device) for k in keys]
-            + [grad_norm.to(torch.float64) / self.world.size])).tolist()  # norm: same everywhere
+        summed = self.world.all_reduce_tensor(torch.stack(
+            [torch.as_tensor(sums[k], dtype=torch.float64, device=self.device) for k in keys]))
+        # the gradients are already the same everywhere, and so is their norm
+        values = torch.cat([summed, grad_norm.to(torch.float64).reshape(1)]).tolist()
         record, grad_norm = dict(zip(keys, values[:-1], strict=True)), values[-1]
         # every process sees the same loss and gradient norm: all stop, none waits for another
         if record.pop("nonfinite"):
@@ -99,8 +100,8 @@ class Updater:
                     loss, losses = self._loss(batch, progress)
                 # DDP averages over processes; the weights already sum to one over all of them
                 (loss * (weight * self.world.size)).backward()
-            parts = {**losses.per_token(), "loss": loss.detach()}
-            for key, value in parts.items():
+            parts = {**losses.per_token(), "loss": loss.detach().double()}
+            for key, value in parts.items():  # in float64, as Python floats would add up
                 sums[key] = sums[key] + value * weight
             sums["ntokens"] = sums["ntokens"] + losses.ntokens * (weight > 0)
             sums["nonfinite"] = sums["nonfinite"] + (~torch.isfinite(loss.detach())).double()
