@@ -54,6 +54,7 @@ from nmtbench.models.contract import Model, adamw
 from nmtbench.models.mask_predict import mask_predict
 from nmtbench.training.distributed import World
 from nmtbench.training.update import Updater
+from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.config import check, load_config
 from nmtbench.workflow.train_settings import TrainConfig
 
@@ -427,6 +428,10 @@ def markdown(result: dict) -> str:
         lines += curve_markdown(result["loss_curves"])
     if "fairseq" in result:
         lines += fairseq_markdown(result)
+    if "settings" in result:
+        lines += recorded_settings.markdown(
+            result["settings"], "The runs here use random weights, fixed batches and the "
+            "compile mode each row names, whatever these settings say.")
     return "\n".join(lines)
 
 
@@ -530,7 +535,10 @@ def main() -> None:
             "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
             "spec_peak_flops": spec_peak(device), "matmul_side": args.matmul,
             "matmul_flops": matmul_rate(device, args.matmul)}
-    result = {"meta": meta, "training": [], "decoding": {}, "loss_curves": {}}
+    result = {"meta": meta, "training": [], "decoding": {}, "loss_curves": {},
+              "settings": recorded_settings.resolve(
+                  ["config/config.yaml", "config/paper.yaml"],
+                  [(DATASET, name) for name in models])}
 
     def save() -> None:  # after each part, so a run cut short keeps what it measured
         write_json(f"{args.out}.json", result)

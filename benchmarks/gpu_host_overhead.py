@@ -28,6 +28,7 @@ import torch
 
 from nmtbench.evaluation.params import build_model
 from nmtbench.fileio import write_json
+from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.config import check, load_config
 from nmtbench.workflow.train_settings import TrainConfig
 
@@ -105,6 +106,8 @@ def markdown(result: dict) -> str:
                      + (f"{busy:.1f} | {100 * busy / r['ms_per_update']:.0f}% | " if busy
                         else "- | - | ")
                      + f"{r['target_tokens'] / r['ms_per_update'] * 1000:,.0f} |")
+    if "settings" in result:
+        lines += ["", *recorded_settings.markdown(result["settings"])]
     return "\n".join(lines) + "\n"
 
 
@@ -128,7 +131,8 @@ def main() -> None:
         "cuda": torch.version.cuda, "driver": gpu.driver_version(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "command": " ".join(["python", "benchmarks/gpu_host_overhead.py", *sys.argv[1:]])},
-        "runs": []}
+        "runs": [], "settings": recorded_settings.resolve(
+            ["config/config.yaml", "config/paper.yaml"], [(gpu.DATASET, "transformer-base")])}
     for variant in args.variants:
         for pairs in args.pairs:
             torch._dynamo.reset()

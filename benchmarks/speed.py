@@ -41,9 +41,11 @@ from nmtbench.models.losses import label_smoothed_nll
 from nmtbench.models.mask_predict import mask_predict
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
+from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.train_settings import inverse_sqrt_lr
 
 BEAM, BATCH, LENGTHS, ITERATIONS = 5, 64, 4, 10
+CONFIGS = ["config/config.yaml"]  # the default, whose runs are measured
 TARGETS = {  # the targets: ours / peer, higher is better
     "training tokens/s vs Hugging Face": 1.3,
     "beam search, batch 64, vs HF generate()": 3.0,
@@ -236,7 +238,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {name} | {row['sentences_per_s']:.1f} | {row['batch1_ms']:.1f} |")
     lines += ["", "## Not measured here", "",
               *[f"- {item}" for item in result["not_measured"]], ""]
-    return "\n".join(lines)
+    return "\n".join(lines + recorded_settings.markdown(result["settings"]))
 
 
 def main() -> None:
@@ -298,6 +300,8 @@ def main() -> None:
                         "single": args.single, "transformer_run": args.transformer_run,
                         "mask_predict_run": args.mask_predict_run},
         "training": train, "decoding": decode, "mask_predict": nat,
+        "settings": recorded_settings.resolve(CONFIGS, recorded_settings.trained_in(
+            CONFIGS, "toy", [args.transformer_run, args.mask_predict_run])),
         "not_measured": [
             "fairseq (training and decoding) here: it runs in its own environment "
             "(benchmarks/parity/setup_fairseq.sh); benchmarks/parity/run.py times both systems "

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from nmtbench.fileio import read_lines, write_json, write_lines  # noqa: E402
+from nmtbench.workflow import recorded_settings  # noqa: E402
 from nmtbench.workflow.config import check, load_config  # noqa: E402
 from nmtbench.workflow.decode_settings import DecodeSettings  # noqa: E402
 
@@ -389,7 +390,7 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
             lines.append(f"| {i + 1} | {hl:.3f} ({hu:.0f}) | {fl:.3f} ({fu:.0f}) | "
                          f"{(hl - fl) / fl:+.1%} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + recorded_settings.markdown(setup["settings"], setup["changed"]))
 
 
 def main() -> None:
@@ -424,6 +425,12 @@ def main() -> None:
     setup = environment(args.fairseq_bin if "fairseq" in args.systems else None, bin_dir)
     setup["jobs"] = args.jobs
     epochs = {"transformer": None, "cmlm": args.cmlm_epochs}
+    setup["settings"] = recorded_settings.resolve(
+        ["config/config.yaml"], [(DATASET, MODELS[m][0]) for m in args.models])
+    changed = [f"{MODELS[m][0]} trained {epochs[m]} epochs" for m in args.models if epochs[m]]
+    changed += [f"{key} set to {value!r} for both systems (--set)"
+                for key, value in OVERRIDES.items()]
+    setup["changed"] = f"On top of them: {'; '.join(changed)}." if changed else ""
     seeds = {"transformer": args.seeds, "cmlm": args.cmlm_seeds}
     jobs = [(s, m, seed) for m in args.models for seed in seeds[m] for s in args.systems]
 

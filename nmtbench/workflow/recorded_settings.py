@@ -1,0 +1,97 @@
+"""The resolved settings a generated results file was made with (results/parity.md,
+benchmarks.md, gpu.md): each benchmark writes them under a "Settings" heading, and
+tests/benchmarks/test_recorded_settings.py resolves the same experiments from today's config
+files, so that a file no longer describing today's default fails the suite instead of being
+read as if it did."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from nmtbench.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADING = "## Settings"
+BLOCK = re.compile(re.escape(HEADING) + r"\n.*?```json\n(.*?)\n```", re.S)
+
+
+def _plan(configs: list[str]):
+    from nmtbench.workflow.config import check, load_config
+
+    return check(load_config([ROOT / c for c in configs]), ROOT / "config" / "schema.yaml",
+                 ROOT / "papers")
+
+
+def trained_in(configs: list[str], dataset: str, run_dirs: Iterable[str]
+               ) -> list[tuple[str, str]]:
+    """(dataset, experiment) trained in each of `run_dirs` (`results/runs/<dataset>/<run>/
+    seed<n>`) by `configs`: the first experiment of those sharing the run."""
+    plan, found = _plan(configs), []
+    for run_dir in run_dirs:
+        name = Path(run_dir).parts[-2]
+        for experiment in plan.experiments:
+            try:
+                cell = plan.run_cell(dataset, experiment, "recorded settings")
+            except InputError:  # an experiment this dataset cannot run
+                continue
+            if cell.status == "ok" and Path(cell.run_dir(1)).parts[-2] == name:
+                found.append((dataset, experiment))
+                break
+        else:
+            raise ValueError(f"{run_dir}: no experiment of {configs} trains this run")
+    return found
+
+
+def resolve(configs: Iterable[str], cells: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """What `configs` (paths relative to the repository, merged in order) make of each
+    (dataset, experiment): its training settings (without a seed) and its decoding settings."""
+    configs = list(configs)
+    plan = _plan(configs)
+    return {"configs": configs, "experiments": {
+        f"{dataset}/{experiment}": {
+            "train": plan.train_settings(dataset, experiment),
+            "decode": dataclasses.asdict(plan.decode_settings(dataset, experiment))}
+        for dataset, experiment in cells}}
+
+
+def markdown(recorded: dict[str, Any], changed: str = "") -> list[str]:
+    """The section that records `recorded` (from `resolve`); `changed` says what the benchmark
+    set differently on top of them, if anything."""
+    return [HEADING, "", "The settings today's config files resolve for the experiments "
+            "measured here (`nmtbench.workflow.recorded_settings`); the test suite fails once "
+            "they resolve otherwise, until this file is made again." + (f" {changed}"
+                                                                      if changed else ""),
+            "", "```json", *_compact(recorded), "```", ""]
+
+
+def _compact(recorded: dict[str, Any]) -> list[str]:
+    """`recorded` as JSON with one experiment a line."""
+    rows = [f"  {json.dumps(name)}: {json.dumps(value, sort_keys=True)}"
+            for name, value in sorted(recorded["experiments"].items())]
+    return [f'{{"configs": {json.dumps(recorded["configs"])},', ' "experiments": {',
+            *[row + "," for row in rows[:-1]], *rows[-1:], " }}"]
+
+
+def read(text: str) -> dict[str, Any] | None:
+    """The settings recorded in a results file's text (None: it records none)."""
+    found = BLOCK.search(text)
+    return json.loads(found.group(1)) if found else None
+
+
+def differences(recorded: dict[str, Any]) -> list[str]:
+    """`experiment: key was X, now Y` for each setting today's config files resolve otherwise."""
+    cells = [tuple(name.split("/", 1)) for name in recorded["experiments"]]
+    # through JSON, as the recorded ones went: tuples become lists
+    today = json.loads(json.dumps(resolve(recorded["configs"], cells)))["experiments"]
+    found = []
+    for name, then in recorded["experiments"].items():
+        for part in ("train", "decode"):
+            was, now = then[part], today[name][part]
+            found += [f"{name}: {part}.{key} was {was.get(key)!r}, now {now.get(key)!r}"
+                      for key in sorted(set(was) | set(now)) if was.get(key) != now.get(key)]
+    return found

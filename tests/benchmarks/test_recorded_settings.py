@@ -1,0 +1,47 @@
+"""Each generated results file records the settings it was made with, and still describes
+today's default: a change to the config that moves one of them fails here, naming the file,
+the settings and the command that makes the file again."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from nmtbench.workflow import recorded_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+MADE_BY = {  # results file -> the command that makes it
+    "results/parity.md": "python benchmarks/parity/run.py",
+    "results/benchmarks.md": "python benchmarks/speed.py (after the default)",
+    "results/gpu.md": "python benchmarks/gpu.py (on a GPU: benchmarks/gpu_run.sh)",
+    "results/gpu-host-overhead.md": "python benchmarks/gpu_host_overhead.py (on a GPU)",
+}
+
+
+@pytest.mark.parametrize("name", MADE_BY)
+def test_the_results_file_describes_todays_default(name):
+    recorded = recorded_settings.read((ROOT / name).read_text(encoding="utf-8"))
+    assert recorded, f"{name} records no settings (a '{recorded_settings.HEADING}' section)"
+    changed = recorded_settings.differences(recorded)
+    assert not changed, (f"{name} no longer describes today's default ("
+                         + "; ".join(changed[:5]) + f"): make it again with {MADE_BY[name]}")
+
+
+def test_a_setting_resolved_otherwise_is_named():
+    recorded = recorded_settings.resolve(["config/config.yaml"], [("toy", "transformer-base")])
+    assert recorded_settings.differences(recorded) == []
+    stale = copy.deepcopy(recorded)
+    stale["experiments"]["toy/transformer-base"]["train"]["lr"] = 0.003
+    stale["experiments"]["toy/transformer-base"]["decode"]["beam"] = 4
+    assert recorded_settings.differences(stale) == [
+        "toy/transformer-base: train.lr was 0.003, now 0.002",
+        "toy/transformer-base: decode.beam was 4, now 5"]
+
+
+def test_the_section_reads_back_what_it_records():
+    recorded = recorded_settings.resolve(["config/config.yaml"], [("toy", "abnet-mask-predict")])
+    text = "\n".join(["# Some results", "", "| a |", "|---|", "",
+                      *recorded_settings.markdown(recorded, "On top of them: 60 epochs.")])
+    assert recorded_settings.read(text) == json.loads(json.dumps(recorded))
+    assert recorded_settings.read("# Some results\n") is None
