@@ -9,6 +9,8 @@
 #   CMLM need none of them);
 # - installed without its torchaudio requirement (only the speech tasks import it);
 # - numpy<2 (fairseq uses np.float and friends, removed in numpy 2);
+# - jsonschema, which the harness's modules that check_batching.py and check_equivalence.py
+#   import there need (nmtbench reads its methods from config/schema.yaml);
 # - and two run-time fixes that benchmarks/parity/run.py applies to every fairseq command (so
 #   they serve envs/fairseq.yaml too): fairseq_site/sitecustomize.py on PYTHONPATH (Python
 #   3.11 rejects the dataclass-instance defaults of fairseq's and hydra-core 1.0's configs;
@@ -22,7 +24,7 @@ python3 -m venv "$venv"
 pip="$venv/bin/python -m pip"
 $pip install -q 'pip<24.1'  # omegaconf 2.0.6's metadata (PyYAML>=5.1.*) is refused by pip>=24.1
 $pip install -q torch==2.13.0 'numpy<2' cffi cython 'hydra-core>=1.0.7,<1.1' 'omegaconf<2.1' \
-    regex 'sacrebleu>=1.4.12' tqdm bitarray
+    regex 'sacrebleu>=1.4.12' tqdm bitarray 'jsonschema>=4.20'
 $pip install -q --no-deps fairseq==0.12.2
 PYTHONPATH="$here/fairseq_site" "$venv/bin/python" -c "import fairseq.models.transformer, \
 fairseq.models.nat.cmlm_transformer; print('fairseq', fairseq.__version__, 'ready in $venv')"
