@@ -41,7 +41,7 @@ def test_exported_model_gives_our_loss(exported, toy_paths):
                        src_bos=False)
     batch = data.collate(list(range(16)))
     with torch.no_grad():
-        nll = ours.losses(batch).stats["nll"]
+        nll = float(ours.losses(batch).stats["nll"])  # a 0-d tensor: the trainer reads it
         logits = hf(input_ids=batch.src, attention_mask=batch.src.ne(0),
                     decoder_input_ids=batch.tgt_in, use_cache=False).logits
     theirs = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
