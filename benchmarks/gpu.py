@@ -52,6 +52,7 @@ from nmtbench.models.batches import Bitext
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.contract import Model, adamw
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.provenance import git_commit
 from nmtbench.training.distributed import World
 from nmtbench.training.update import Updater
 from nmtbench.workflow import recorded_settings
@@ -76,14 +77,8 @@ PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
 def commit() -> str:
     """The code's commit: NMTBENCH_COMMIT where it is set (the device machine's copy of the
     working tree carries the .git of the session's start, not of the code it runs), else
-    HEAD, with "+changes" where tracked files differ from it."""
-    if os.environ.get("NMTBENCH_COMMIT"):
-        return os.environ["NMTBENCH_COMMIT"]
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True,
-                              cwd=ROOT).stdout.strip()
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    HEAD, +dirty where the tree differs from it (`provenance.git_commit`)."""
+    return os.environ.get("NMTBENCH_COMMIT") or git_commit(ROOT)
 
 
 def driver_version() -> str:
@@ -428,10 +423,9 @@ def markdown(result: dict) -> str:
         lines += curve_markdown(result["loss_curves"])
     if "fairseq" in result:
         lines += fairseq_markdown(result)
-    if "settings" in result:
-        lines += recorded_settings.markdown(
-            result["settings"], "The runs here use random weights, fixed batches and the "
-            "compile mode each row names, whatever these settings say.")
+    lines += recorded_settings.markdown(
+        result["settings"], "The runs here use random weights, fixed batches and the compile "
+        "mode each row names, whatever these settings say.")
     return "\n".join(lines)
 
 

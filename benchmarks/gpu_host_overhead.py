@@ -106,8 +106,7 @@ def markdown(result: dict) -> str:
                      + (f"{busy:.1f} | {100 * busy / r['ms_per_update']:.0f}% | " if busy
                         else "- | - | ")
                      + f"{r['target_tokens'] / r['ms_per_update'] * 1000:,.0f} |")
-    if "settings" in result:
-        lines += ["", *recorded_settings.markdown(result["settings"])]
+    lines += ["", *recorded_settings.markdown(result["settings"])]
     return "\n".join(lines) + "\n"
 
 

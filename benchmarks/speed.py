@@ -25,7 +25,6 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -39,12 +38,14 @@ from nmtbench.fileio import read_lines, write_json
 from nmtbench.models.beam_search import beam_search
 from nmtbench.models.losses import label_smoothed_nll
 from nmtbench.models.mask_predict import mask_predict
+from nmtbench.provenance import git_commit
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.train_settings import inverse_sqrt_lr
 
 BEAM, BATCH, LENGTHS, ITERATIONS = 5, 64, 4, 10
+ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ["config/config.yaml"]  # the default, whose runs are measured
 TARGETS = {  # the targets: ours / peer, higher is better
     "training tokens/s vs Hugging Face": 1.3,
@@ -55,12 +56,6 @@ TARGETS = {  # the issue's targets: ours / peer, higher is better
     "mask-predict vs beam search, batch 1": 2.0,
     "mask-predict vs beam search, batch 64": None,
 }
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, cwd=Path(__file__).resolve().parent)
-    return done.stdout.strip() or "unknown"
 
 
 def cpu_name() -> str:
@@ -292,7 +287,7 @@ def main() -> None:
     for row in nat.values():
         row.pop("agreement")
     result = {
-        "environment": {"cpu": cpu_name(), "threads": args.threads, "commit": commit(),
+        "environment": {"cpu": cpu_name(), "threads": args.threads, "commit": git_commit(ROOT),
                         "torch": torch.__version__,
                         "transformers": transformers.__version__,
                         "ctranslate2": ctranslate2.__version__,

@@ -10,6 +10,7 @@ input, and a copied results directory keeps its meaning.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,18 @@ def current(record: Mapping[str, Any], run_dir: str | Path) -> bool:
     """Was this output made from the training that is in `run_dir` now?"""
     summary = Path(run_dir) / Path(layout.TRAIN_SUMMARY).name
     return summary.is_file() and record.get(TRAINED) == file_digest(summary)
+
+
+def git_commit(root: Path) -> str:
+    """HEAD of `root`, with +dirty when the work tree has changes the commit does not hold
+    (outside results/, which holds this report and the figures being written)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=False)
+        if head.returncode != 0:
+            return "uncommitted/unknown"
+        status = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)results"],
+                                cwd=root, capture_output=True, text=True, check=False)
+    except OSError:
+        return "uncommitted/unknown"
+    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")

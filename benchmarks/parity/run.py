@@ -278,7 +278,7 @@ def environment(fairseq_bin: Path | None, bin_dir: Path) -> dict[str, Any]:
     import torch
 
     from nmtbench.devices import cpu_model
-    from nmtbench.report.tables import git_commit
+    from nmtbench.provenance import git_commit
 
     def output(cmd: list[str]) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,

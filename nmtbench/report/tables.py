@@ -23,7 +23,6 @@ import logging
 import os
 import platform
 import statistics
-import subprocess
 from fnmatch import fnmatch
 from importlib import metadata
 from pathlib import Path
@@ -32,7 +31,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from nmtbench import layout
+from nmtbench import layout, provenance
 from nmtbench.devices import cpu_model, gpu_model
 from nmtbench.errors import InputError
 from nmtbench.fileio import write_text
@@ -428,7 +427,7 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
     config_hash = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
     devices = sorted({str(run.get("train", {}).get("device")) for run in runs})
     lines = [
-        f"- git commit: {git_commit(root)}",
+        f"- git commit: {provenance.git_commit(root)}",
         f"- config hash: {config_hash} (sha256 of the config as sorted JSON)",
         f"- platform: {platform.platform()}",
         f"- CPU: {cpu_model()}, {os.cpu_count()} cores",
@@ -444,21 +443,6 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
     )
     lines += [f"  - {kind}: `{signature}`" for kind, signature in signatures] or ["  - none"]
     return lines
-
-
-def git_commit(root: Path) -> str:
-    """HEAD of `root`, with +dirty when the work tree has changes the commit does not hold
-    (outside results/, which holds this report and the figures being written)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=False)
-        if head.returncode != 0:
-            return "uncommitted/unknown"
-        status = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)results"],
-                                cwd=root, capture_output=True, text=True, check=False)
-    except OSError:
-        return "uncommitted/unknown"
-    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
 
 
 def _version(name: str) -> str:

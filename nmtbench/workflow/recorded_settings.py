@@ -62,10 +62,10 @@ def resolve(configs: Iterable[str], cells: Iterable[tuple[str, str]]) -> dict[st
 def markdown(recorded: dict[str, Any], changed: str = "") -> list[str]:
     """The section that records `recorded` (from `resolve`); `changed` says what the benchmark
     set differently on top of them, if anything."""
-    return [HEADING, "", "The settings today's config files resolve for the experiments "
-            "measured here (`nmtbench.workflow.recorded_settings`); the test suite fails once "
-            "they resolve otherwise, until this file is made again." + (f" {changed}"
-                                                                      if changed else ""),
+    return [HEADING, "", "The settings the config files resolved for the experiments measured "
+            "here when this file was made (`nmtbench.workflow.recorded_settings`); the test "
+            "suite fails once they resolve otherwise, until this file is made again."
+            + (f" {changed}" if changed else ""),
             "", "```json", *_compact(recorded), "```", ""]
 
 

@@ -88,7 +88,9 @@ def test_the_report_sets_each_decoder_against_both_transformer_bases():
                                         "target_tokens_per_s": 102400.0,
                                         "peak_memory_gb": 1.0}],
                           "decoding": {"transformer-base": {"median": 150.0, "p90": 160.0,
-                                                            "sentences_per_s_batch64": 90.0}}}}
+                                                            "sentences_per_s_batch64": 90.0}}},
+              "settings": {"configs": ["config/config.yaml"],
+                           "experiments": {"toy/transformer-base": {"train": {}, "decode": {}}}}}
     text = gpu.markdown(result)
     assert ("| transformer-base | 4,096 | fp16 | 40.0 | 102,400 | 1.0 | 163,840 (compiled) | "
             "1.60x |") in text

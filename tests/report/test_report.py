@@ -34,6 +34,7 @@ from fabricated_runs import (
     write_papers,
 )
 
+from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.report import tables
 from nmtbench.report.tables import LIBRARIES, write_report
@@ -534,8 +535,8 @@ def test_git_commit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str
         stdout = "abc123\n" if args[1] == "rev-parse" else status
         return subprocess.CompletedProcess(args, 0, stdout, "")
 
-    monkeypatch.setattr(tables.subprocess, "run", fake_run)
-    assert tables.git_commit(tmp_path) == expected
+    monkeypatch.setattr(provenance.subprocess, "run", fake_run)
+    assert provenance.git_commit(tmp_path) == expected
     assert calls[0] == (["git", "rev-parse", "HEAD"], tmp_path)
 
 
@@ -553,17 +554,17 @@ def test_git_commit_is_not_dirty_from_the_report_it_is_writing(tmp_path: Path) -
     git("commit", "-qm", "c")
     head = git("rev-parse", "HEAD").strip()
     (tmp_path / "results" / "tables.md").write_text("new\n")
-    assert tables.git_commit(tmp_path) == head
+    assert provenance.git_commit(tmp_path) == head
     (tmp_path / "x.py").write_text("a = 2\n")
-    assert tables.git_commit(tmp_path) == head + "+dirty"
+    assert provenance.git_commit(tmp_path) == head + "+dirty"
 
 
 def test_git_commit_outside_a_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def fake_run(args, **kwargs):
         return subprocess.CompletedProcess(args, 128, "", "fatal: not a git repository")
 
-    monkeypatch.setattr(tables.subprocess, "run", fake_run)
-    assert tables.git_commit(tmp_path) == "uncommitted/unknown"
+    monkeypatch.setattr(provenance.subprocess, "run", fake_run)
+    assert provenance.git_commit(tmp_path) == "uncommitted/unknown"
 
 
 def test_corrupt_metrics_file_is_named_with_its_line(tmp_path: Path, papers: Path) -> None:
