@@ -114,8 +114,11 @@ def datasets_either(names):
 
 
 def monolingual_corpora(dataset, side):
-    """A toy world's monolingual text of a side, or of both (joint), for pre-training."""
-    return [prepared(dataset, f"mono.{s}") for s in (("src", "tgt") if side == "joint" else (side,))]
+    """The text a checkpoint pre-trained here reads: a toy world's monolingual corpus of a
+    side, or of both (joint); real data has none of its own, so its training side(s)."""
+    sides = ("src", "tgt") if side == "joint" else (side,)
+    part = "mono" if generated(config["datasets"], dataset) else "train"
+    return [prepared(dataset, f"{part}.{s}") for s in sides]
 
 
 def side_corpora(dataset, side):
@@ -177,15 +180,6 @@ def dataset_spec(wildcards):
 
 def prepared(dataset, file):
     return layout.PREPARED.format(dataset=dataset, file=file)
-
-
-def side_tokenizer(dataset, side):
-    """The marker of a side's tokenizer (rules pass its directory on): the side's checkpoint,
-    whose vocabulary every model then uses, or the WordPiece trained on the data."""
-    name = config["datasets"][dataset].get("checkpoints", {}).get(side)
-    if name is None:
-        return layout.TOKENIZER.format(dataset=dataset, side=side)
-    return checkpoint_marker(name)
 
 
 def run_tokenizer(dataset, run, side):

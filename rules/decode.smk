@@ -46,6 +46,7 @@ use rule decode as distill with:
     log:
         "logs/distill/{dataset}/{run}/seed{seed}.{tag}.log",
     threads: resource("translate", "threads")
+    priority: 2  # every non-autoregressive run of the dataset waits for it
     resources:
         mem_mb=resource("translate", "mem_mb"),
         runtime=resource("translate", "runtime"),

@@ -20,7 +20,9 @@ rule snapshot:
 rule pretrain:
     input:
         corpus=lambda w: monolingual_corpora(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
-        tokenizer=lambda w: side_tokenizer(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
+        # the WordPiece trained on the data: the dataset's checkpoint may be this one
+        tokenizer=lambda w: layout.TOKENIZER.format(dataset=pretraining_spec(w)["dataset"],
+                                                    side=pretraining_spec(w)["side"]),
     output:
         layout.PRETRAINED,
     params:

@@ -16,8 +16,8 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-PAGES = ("tables.md", "claims.md", "parity.md", "benchmarks.md", "gpu.md",
-         "gpu-host-overhead.md")
+PAGES = ("tables.md", "claims.md", "multi30k.md", "parity.md", "parity-multi30k.md",
+         "benchmarks.md", "gpu.md", "gpu-host-overhead.md")
 STATIC = ("gpu-profile.txt", "figures/*.png")
 RUN_LINK = re.compile(r"\[([^\]]+)\]\(runs/[^)\s]*\)")
 

@@ -55,15 +55,21 @@ def tiny_berts(tmp_path_factory) -> dict[str, str]:
         "decoder_init": str(root / "tgt_bert"), "bert": str(root / "src_bert")}
 
 
+OPT_IN = ("slurm", "real")  # markers whose tests run only where a -m expression names them
+
+
 def pytest_collection_modifyitems(config, items):
-    """The SLURM test only where a -m expression names it (`-m slurm`): `-m "not slow"` leaves
-    it out too. Slow tests first: under pytest-xdist the long end-to-end runs start at once and
-    the short tests fill the other cores, instead of the longest run starting last."""
-    if "slurm" not in config.getoption("markexpr"):
-        slurm = [item for item in items if item.get_closest_marker("slurm")]
-        if slurm:
-            config.hook.pytest_deselected(items=slurm)
-            items[:] = [item for item in items if not item.get_closest_marker("slurm")]
+    """The SLURM test and the hour on real data only where a -m expression names them (`-m
+    slurm`, `-m real`): `-m "not slow"` leaves them out too. Slow tests first: under
+    pytest-xdist the long end-to-end runs start at once and the short tests fill the other
+    cores, instead of the longest run starting last."""
+    for marker in OPT_IN:
+        if marker in config.getoption("markexpr"):
+            continue
+        left_out = [item for item in items if item.get_closest_marker(marker)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

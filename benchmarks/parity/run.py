@@ -1,15 +1,17 @@
-"""The harness against fairseq 0.12.2 on identical data and settings: `results/parity.md`.
+"""The harness against fairseq 0.12.2 on identical data and settings: `results/parity.md`
+(the toy world) and `results/parity-multi30k.md` (real data).
 
-    python benchmarks/parity/run.py [--seeds 1 2 3 4 5] [--cmlm-seeds 1 2 3] [--models ...]
+    python benchmarks/parity/run.py [--dataset toy|multi30k] [--seeds ...] [--models ...]
 
-Both systems train on the embedded default's toy world (`data/toy`, made by Snakemake if
-missing), each side cut into subwords by the harness's own WordPiece tokenizers; fairseq reads
-them space-separated, binarised by `fairseq-preprocess`. Every setting comes from the default's
-resolved experiment (`transformer-base`, `abnet-mask-predict` on `toy`): the model size, the
-trainer's settings and the decoding settings are translated into fairseq's flags
-(`fairseq_train_args`), so a change to config/config.yaml changes both sides. One thread per job,
-`--jobs` jobs at a time. Both systems' outputs are scored by `nmtbench score` against the same
-references (tokenized BLEU, as the tables report it).
+Both systems train on a dataset the workflow prepares (`data/<dataset>`, made by Snakemake if
+missing: the embedded default's toy world, or Multi30k De-En as config/multi30k.yaml downloads
+it), each side cut into subwords by the harness's own WordPiece tokenizers; fairseq reads them
+space-separated, binarised by `fairseq-preprocess`. Every setting comes from the profile's
+resolved experiment (DATASETS below): the model size, the trainer's settings and the decoding
+settings are translated into fairseq's flags (`fairseq_train_args`), so a change to the profile
+changes both sides. One thread per job, `--jobs` jobs at a time. Both systems' outputs are
+scored by `nmtbench score` against the same references (tokenized BLEU, case-insensitive where
+the dataset's tables are, as the tables report it).
 
 fairseq runs from its own environment (`--fairseq-bin`, default `.venv-fairseq/bin`; build it
 with benchmarks/parity/setup_fairseq.sh or envs/fairseq.yaml).
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +42,40 @@ from nmtbench.workflow import recorded_settings  # noqa: E402
 from nmtbench.workflow.config import check, load_config  # noqa: E402
 from nmtbench.workflow.decode_settings import DecodeSettings  # noqa: E402
 
-DATASET = "toy"
 SPLITS = ("train", "valid", "test")
-# model -> (the default's experiment, fairseq's architecture)
-MODELS = {"transformer": ("transformer-base", "transformer"),
-          "cmlm": ("abnet-mask-predict", "cmlm_transformer_separate_vocab")}
 CMLM = "cmlm_transformer_separate_vocab"  # fairseq_user/: cmlm_transformer, one vocabulary a side
+ARCHS = {"transformer": "transformer", "cmlm": CMLM}  # model -> fairseq's architecture
+
+
+@dataclass(frozen=True)
+class Parity:
+    """What one comparison runs: a profile's config files, its dataset, the experiment each
+    model's settings come from, the seeds, and where the report goes."""
+
+    configs: tuple[str, ...]
+    dataset: str
+    experiments: dict[str, str]  # model -> experiment
+    seeds: tuple[int, ...]
+    out: str
+
+    @property
+    def data(self) -> Path:
+        return ROOT / "data" / self.dataset
+
+
+# Seeds far apart: fairseq reseeds dropout with seed + update and shuffles epoch e with seed +
+# e (the harness shuffles with seed + e too), so seeds 1 and 2 share most of their random
+# streams, shifted by one; apart by more than a run's updates, they share none. Multi30k's
+# Mask-Predict trains on the Transformer's translations (seq_kd): not compared here.
+DATASETS = {
+    "toy": Parity(("config/config.yaml",), "toy",
+                  {"transformer": "transformer-base", "cmlm": "abnet-mask-predict"},
+                  (1, 10001, 20001, 30001, 40001), "results/parity.md"),
+    "multi30k": Parity(("config/config.yaml", "config/multi30k.yaml"), "multi30k-de-en",
+                       {"transformer": "multi30k-transformer"}, (1, 10001, 20001),
+                       "results/parity-multi30k.md"),
+}
+PARITY = DATASETS["toy"]  # main() sets the one asked for
 USER_DIR = ["--user-dir", str(Path(__file__).resolve().parent / "fairseq_user")]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # fairseq 0.12.2 on current Python and torch (see fairseq_site/sitecustomize.py): its checkpoints
@@ -68,19 +99,25 @@ def run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> float:
 
 # --- settings ------------------------------------------------------------------------------
 OVERRIDES: dict[str, Any] = {}  # --set: the same change to both systems' settings
+CONFIGFILES: list[Path] = []  # --configfile: for Snakemake only (where the data comes from)
 
 
-def experiment_settings(experiment: str, seed: int, epochs: int | None) -> dict[str, Any]:
-    """The default's resolved training settings of `experiment` on the toy world (with
-    --set's overrides)."""
-    config = load_config([ROOT / "config" / "config.yaml"])
-    plan = check(config, ROOT / "config" / "schema.yaml", ROOT / "papers")
-    settings = plan.train_settings(DATASET, experiment, seed)
+def experiment_settings(model: str, seed: int, epochs: int | None) -> dict[str, Any]:
+    """The profile's resolved training settings of the model's experiment on its dataset
+    (with --set's overrides)."""
+    plan = check(profile(), ROOT / "config" / "schema.yaml", ROOT / "papers")
+    experiment = PARITY.experiments[model]
+    settings = plan.train_settings(PARITY.dataset, experiment, seed)
     if epochs:
         settings["max_epochs"] = epochs
     settings.update(OVERRIDES)
-    settings["decode"] = plan.decode_settings(DATASET, experiment)
+    settings["decode"] = plan.decode_settings(PARITY.dataset, experiment)
     return settings
+
+
+def profile() -> dict[str, Any]:
+    """The comparison's config: its profile merged over the default."""
+    return load_config([ROOT / c for c in PARITY.configs])
 
 
 def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
@@ -140,10 +177,12 @@ def prepare(work: Path, fairseq_bin: Path | None) -> Path:
     returns the data-bin."""
     from nmtbench.data.tokenization import load_tokenizer
 
-    data = ROOT / "data" / DATASET
+    data = PARITY.data
     targets = [str(data / "tokenizer" / side / "tokenizer_config.json") for side in ("src", "tgt")]
     if not all(Path(t).exists() for t in targets):
-        run(["snakemake", "--cores", "all", *targets], work / "logs" / "data.log")
+        configs = [c for extra in (*PARITY.configs[1:], *CONFIGFILES) for c in ("--configfile",
+                                                                                  str(extra))]
+        run(["snakemake", "--cores", "all", *configs, *targets], work / "logs" / "data.log")
     sub = work / "subwords"
     for side in ("src", "tgt"):
         tok = load_tokenizer(data / "tokenizer" / side)
@@ -175,17 +214,20 @@ def join_subwords(line: str) -> str:
 
 
 def score(hyp: Path, ref: Path) -> dict[str, Any]:
+    """BLEU as the dataset's tables score it (case-insensitive where they are)."""
+    spec = profile()["datasets"][PARITY.dataset]
+    case = ["--lowercase"] if spec["lowercase"] else []
     out = subprocess.run([sys.executable, "-m", "nmtbench", "score", "--hyp", str(hyp), "--ref",
-                          str(ref), "--detok-lang", "en"], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+                          str(ref), "--detok-lang", spec["detok_lang"], *case],
+                         capture_output=True, text=True, cwd=ROOT, check=True).stdout
     return json.loads(out)
 
 
 # --- one system, one seed ------------------------------------------------------------------
 def run_fairseq(model: str, seed: int, epochs: int | None, work: Path, bin_dir: Path,
                 fairseq_bin: Path) -> dict[str, Any]:
-    experiment, arch = MODELS[model]
-    settings = experiment_settings(experiment, seed, epochs)
+    arch = ARCHS[model]
+    settings = experiment_settings(model, seed, epochs)
     out = work / "fairseq" / model / f"seed{seed}"
     if not (out / "train.done").exists():  # an unfinished run starts over, for a whole log
         shutil.rmtree(out, ignore_errors=True)
@@ -203,8 +245,7 @@ def run_fairseq(model: str, seed: int, epochs: int | None, work: Path, bin_dir: 
             "updates": epochs_log[-1]["updates"],
             "train_seconds": sum(e["train_seconds"] for e in epochs_log),
             "decode_seconds": seconds, "sentences": len(hyps),
-            "bleu": score(out / "hyp.test.txt", ROOT / "data" / DATASET / "prepared" /
-                          "test.tgt")}
+            "bleu": score(out / "hyp.test.txt", PARITY.data / "prepared" / "test.tgt")}
 
 
 def parse_fairseq_log(log: Path) -> list[dict[str, Any]]:
@@ -239,10 +280,9 @@ def parse_generate(log: Path) -> tuple[list[str], float]:
 
 
 def run_harness(model: str, seed: int, epochs: int | None, work: Path) -> dict[str, Any]:
-    experiment, _ = MODELS[model]
-    settings = experiment_settings(experiment, seed, epochs)
+    settings = experiment_settings(model, seed, epochs)
     decode = settings.pop("decode")
-    data = ROOT / "data" / DATASET
+    data = PARITY.data
     out = work / "harness" / model / f"seed{seed}"
     py = [sys.executable, "-m", "nmtbench"]
     if not (out / "train_summary.json").exists():
@@ -291,8 +331,8 @@ def environment(fairseq_bin: Path | None, bin_dir: Path) -> dict[str, Any]:
         setup["fairseq"] = output([python, "-c", "import fairseq; print(fairseq.__version__)"])
         here = Path(__file__).parent
         setup["batching"] = json.loads(output([python, str(here / "check_batching.py")]))
-        settings = experiment_settings(MODELS["transformer"][0], 1, None)
-        flags = fairseq_train_args({**settings, "dropout": 0.0}, MODELS["transformer"][1])
+        settings = experiment_settings("transformer", 1, None)
+        flags = fairseq_train_args({**settings, "dropout": 0.0}, ARCHS["transformer"])
         setup["equivalence"] = json.loads(output([python, str(here / "check_equivalence.py"),
                                                   str(bin_dir), "60", *flags]))
     return setup
@@ -329,12 +369,14 @@ def verdict(model: str, runs: dict[str, list[dict[str, Any]]], ours: dict[str, A
 
 def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, int],
            setup: dict[str, Any]) -> str:
-    lines = ["# Parity with fairseq", "",
-             "Generated by `python benchmarks/parity/run.py` (see its docstring for the setup); "
-             "do not edit.", "",
+    command = "python benchmarks/parity/run.py" + (
+        "" if setup["dataset"] == "toy" else f" --dataset {setup['dataset']}")
+    lines = [f"# Parity with fairseq on {PARITY.dataset}", "",
+             f"Generated by `{command}` (see its docstring for the setup); do not edit.", "",
              f"One CPU thread per job, {setup['jobs']} jobs "
              f"at a time on {setup['hardware']}; the harness at commit {setup['commit']} "
-             f"(torch {setup['torch']}), fairseq {setup['fairseq']}. Test BLEU is tokenized BLEU "
+             f"(torch {setup['torch']}), fairseq {setup['fairseq']}. Test BLEU is tokenized BLEU"
+             f"{' of lowercased text' if setup['lowercase'] else ''} "
              "(`nmtbench score`, as multi-bleu.perl) of the best checkpoint by valid loss; valid "
              "loss is label-smoothed, in nats per target token. Both systems use the harness's "
              "vocabularies.", ""]
@@ -358,7 +400,7 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
         if not all(runs.values()):
             continue
         ours, theirs = summary(runs["harness"]), summary(runs["fairseq"])
-        lines += [f"## {model} ({MODELS[model][0]} against fairseq `{MODELS[model][1]}`, "
+        lines += [f"## {model} ({PARITY.experiments[model]} against fairseq `{ARCHS[model]}`, "
                   f"{epochs[model]} epochs, {len(runs['harness'])} seeds)", "",
                   *verdict(model, runs, ours, theirs), "",
                   "| | harness | fairseq | harness - fairseq |", "|---|---|---|---|"]
@@ -394,60 +436,74 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
 
 
 def main() -> None:
+    global PARITY
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    # Seeds far apart: fairseq reseeds dropout with seed + update and shuffles epoch e with
-    # seed + e (the harness shuffles with seed + e too), so seeds 1 and 2 share most of their
-    # random streams, shifted by one; apart by more than a run's updates, they share none.
+    p.add_argument("--dataset", choices=list(DATASETS), default="toy",
+                   help="the toy world (config/config.yaml) or Multi30k (config/multi30k.yaml)")
+    p.add_argument("--configfile", type=Path, nargs="+", default=[],
+                   help="more config files for Snakemake when it prepares the data (a mirror)")
     p.add_argument("--seeds", type=int, nargs="+",
-                   default=[1, 10001, 20001, 30001, 40001], help="the Transformer's seeds")
+                   help="the Transformer's seeds (default: the dataset's, DATASETS)")
     p.add_argument("--cmlm-seeds", type=int, nargs="+", default=[1, 2, 3],
                    help="the CMLM's seeds (its 60 epochs cost five times the Transformer's 12)")
-    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    p.add_argument("--models", nargs="+", choices=list(ARCHS),
+                   help="default: every model the dataset compares")
     p.add_argument("--cmlm-epochs", type=int, default=60,
                    help="the CMLM's budget (the default's 12 epochs are too few for it to learn)")
     p.add_argument("--systems", nargs="+", choices=["harness", "fairseq"],
                    default=["harness", "fairseq"])
     p.add_argument("--fairseq-bin", type=Path, default=ROOT / ".venv-fairseq" / "bin")
-    p.add_argument("--work", type=Path, default=ROOT / "results" / "parity",
-                   help="runs and logs (kept, so a rerun skips finished training)")
-    p.add_argument("--out", type=Path, default=ROOT / "results" / "parity.md")
+    p.add_argument("--work", type=Path,
+                   help="runs and logs, kept so a rerun skips finished training (default: "
+                   "results/parity, or results/parity-<dataset> beside the toy world's)")
+    p.add_argument("--out", type=Path, help="the report (default: the dataset's, DATASETS)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                    help="override a training setting for both systems (controlled experiments)")
     args = p.parse_args()
+    PARITY = DATASETS[args.dataset]
+    CONFIGFILES.extend(args.configfile)
+    models = args.models or list(PARITY.experiments)
+    unknown = [m for m in models if m not in PARITY.experiments]
+    if unknown:
+        raise SystemExit(f"--models: {unknown[0]} is not compared on {args.dataset} (only "
+                         f"{', '.join(PARITY.experiments)})")
+    work = args.work or ROOT / Path(PARITY.out).with_suffix("")
+    out = args.out or ROOT / PARITY.out
     for item in args.set:
         key, _, value = item.partition("=")
         OVERRIDES[key] = json.loads(value)
     if "fairseq" in args.systems and not (args.fairseq_bin / "fairseq-train").exists():
         raise SystemExit(f"no fairseq-train in {args.fairseq_bin}: build the reference "
                          "environment with benchmarks/parity/setup_fairseq.sh")
-    bin_dir = prepare(args.work, args.fairseq_bin if "fairseq" in args.systems else None)
+    bin_dir = prepare(work, args.fairseq_bin if "fairseq" in args.systems else None)
     setup = environment(args.fairseq_bin if "fairseq" in args.systems else None, bin_dir)
-    setup["jobs"] = args.jobs
+    setup["jobs"], setup["dataset"] = args.jobs, args.dataset
+    setup["lowercase"] = profile()["datasets"][PARITY.dataset]["lowercase"]
     epochs = {"transformer": None, "cmlm": args.cmlm_epochs}
     setup["settings"] = recorded_settings.resolve(
-        ["config/config.yaml"], [(DATASET, MODELS[m][0]) for m in args.models])
-    changed = [f"{MODELS[m][0]} trained {epochs[m]} epochs" for m in args.models if epochs[m]]
+        list(PARITY.configs), [(PARITY.dataset, PARITY.experiments[m]) for m in models])
+    changed = [f"{PARITY.experiments[m]} trained {epochs[m]} epochs" for m in models
+               if epochs[m]]
     changed += [f"{key} set to {value!r} for both systems (--set)"
                 for key, value in OVERRIDES.items()]
     setup["changed"] = f"On top of them: {'; '.join(changed)}." if changed else ""
-    seeds = {"transformer": args.seeds, "cmlm": args.cmlm_seeds}
-    jobs = [(s, m, seed) for m in args.models for seed in seeds[m] for s in args.systems]
+    seeds = {"transformer": args.seeds or PARITY.seeds, "cmlm": args.cmlm_seeds}
+    jobs = [(s, m, seed) for m in models for seed in seeds[m] for s in args.systems]
 
     def one(job: tuple[str, str, int]) -> dict[str, Any]:
         system, model, seed = job
         print(f"{system} {model} seed {seed} ...", flush=True)
         if system == "fairseq":
-            return run_fairseq(model, seed, epochs[model], args.work, bin_dir, args.fairseq_bin)
-        return run_harness(model, seed, epochs[model], args.work)
+            return run_fairseq(model, seed, epochs[model], work, bin_dir, args.fairseq_bin)
+        return run_harness(model, seed, epochs[model], work)
 
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(one, jobs))
-    write_json(args.work / "results.json", results)
-    budget = {m: epochs[m] or experiment_settings(MODELS[m][0], 1, None)["max_epochs"]
-              for m in args.models}
-    args.out.write_text(report(results, args.models, budget, setup))
-    print(f"wrote {args.out}")
+    write_json(work / "results.json", results)
+    budget = {m: epochs[m] or experiment_settings(m, 1, None)["max_epochs"] for m in models}
+    out.write_text(report(results, models, budget, setup))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

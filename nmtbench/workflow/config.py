@@ -192,9 +192,9 @@ def _check_pretrained(config: dict[str, Any]) -> None:
     """Pre-training settings, trimmed checkpoints and the datasets' checkpoint names."""
     for name, spec in config.get("pretraining", {}).items():
         where = f"config key 'pretraining.{name}"
-        if config["datasets"].get(spec["dataset"], {}).get("kind") != "toyworld":
-            raise InputError(f"{where}.dataset': {spec['dataset']!r} is not a configured toy "
-                             "world (pre-training reads its monolingual corpus)")
+        if spec["dataset"] not in config["datasets"]:
+            raise InputError(f"{where}.dataset': {spec['dataset']!r} is not a configured "
+                             "dataset (pre-training reads its text)")
         try:
             PretrainConfig.from_dict(pretrain_settings(spec))
         except InputError as err:

@@ -13,6 +13,7 @@ from nmtbench.workflow import recorded_settings
 ROOT = Path(__file__).resolve().parents[2]
 MADE_BY = {  # results file -> the command that makes it
     "results/parity.md": "python benchmarks/parity/run.py",
+    "results/parity-multi30k.md": "python benchmarks/parity/run.py --dataset multi30k",
     "results/benchmarks.md": "python benchmarks/speed.py (after the default)",
     "results/gpu.md": "python benchmarks/gpu.py (on a GPU: benchmarks/gpu_run.sh)",
     "results/gpu-host-overhead.md": "python benchmarks/gpu_host_overhead.py (on a GPU)",

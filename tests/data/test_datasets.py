@@ -6,7 +6,6 @@ import gzip
 import hashlib
 import html
 import json
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -21,6 +20,7 @@ from release_fixtures import (
     iwslt14_archive,
     iwslt_xml,
     server_config,
+    shared_multi30k_release,
     write_tar,
 )
 
@@ -232,15 +232,7 @@ needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is
 def test_real_multi30k_through_the_real_rules(tmp_path):
     """The shared Multi30k files, served in the official release's layout, prepared by the
     workflow's own download and prepare rules: 29000 / 1014 / 1000 pairs."""
-    served = tmp_path / "served" / "multi30k"
-    served.mkdir(parents=True)
-    for ours, theirs in (("train", "train"), ("val", "val"), ("test2016", "test_2016_flickr")):
-        for lang in ("de", "en"):
-            shutil.copy(SHARED / "multi30k-de-en" / f"{ours}.{lang}.gz",
-                        served / f"{theirs}.{lang}.gz")
-    files = {f.name: {"sha256": hashlib.sha256(f.read_bytes()).hexdigest(),
-                      "md5": hashlib.md5(f.read_bytes(), usedforsecurity=False).hexdigest()}
-             for f in served.iterdir()}
+    files = shared_multi30k_release(tmp_path / "served")
     workdir = tmp_path / "work"
     workdir.mkdir()
     with Server(tmp_path / "served") as server:

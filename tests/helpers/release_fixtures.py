@@ -229,6 +229,28 @@ def server_config(root: Path, base_url: str, out: Path, extra: dict | None = Non
     return out
 
 
+SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k-de-en"
+# the shared copy's names -> the official release's (its MANIFEST.md)
+MULTI30K_NAMES = {"train": "train", "val": "val", "test2016": "test_2016_flickr"}
+
+
+def shared_multi30k_release(root: Path) -> dict:
+    """The shared real Multi30k files, laid out under `root/multi30k/` as the official release
+    names them; returns config `sources.multi30k.files` pinning each to what is served (the
+    shared copy dropped a trailing blank line, so the release's MD5s do not hold)."""
+    served = root / "multi30k"
+    served.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for ours, theirs in MULTI30K_NAMES.items():
+        for lang in ("de", "en"):
+            data = (SHARED_MULTI30K / f"{ours}.{lang}.gz").read_bytes()
+            (served / f"{theirs}.{lang}.gz").write_bytes(data)
+            files[f"{theirs}.{lang}.gz"] = {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "md5": hashlib.md5(data, usedforsecurity=False).hexdigest()}
+    return files
+
+
 class Server:
     """`http.server` on 127.0.0.1 (a free port) serving a directory, in a thread."""
 

@@ -13,9 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "config" / "smoke.yaml"
 
 
-def snakemake(workdir: Path, *args: str, **popen) -> subprocess.CompletedProcess | subprocess.Popen:
-    """snakemake on the workflow in `workdir`, with the smoke config unless `args` name one;
-    with `popen` keywords, started in the background (its output dropped)."""
+def snakemake(workdir: Path, *args: str, timeout: float = 900,
+              **popen) -> subprocess.CompletedProcess | subprocess.Popen:
+    """snakemake on the workflow in `workdir`, with the smoke config unless `args` name one,
+    failing after `timeout` seconds; with `popen` keywords, started in the background (its
+    output dropped)."""
     if "--configfile" not in args:
         args = ("--configfile", str(SMOKE), *args)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
@@ -23,7 +25,7 @@ def snakemake(workdir: Path, *args: str, **popen) -> subprocess.CompletedProcess
     if popen:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 **popen)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def smoke_plan(*extra: Path):

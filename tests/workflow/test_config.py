@@ -118,7 +118,7 @@ def _experiment(c, **settings):
      "abnet2020.table1: dataset 'iwslt14-de-en' is not configured"),
     # pre-trained checkpoints: pre-training entries, the roles a run needs, local directories
     (lambda c: c["pretraining"]["toy-bert-src"].update(dataset="wmt14"),
-     "config key 'pretraining.toy-bert-src.dataset': 'wmt14' is not a configured toy world"),
+     "config key 'pretraining.toy-bert-src.dataset': 'wmt14' is not a configured dataset"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(layer=2),
      "config key 'pretraining.toy-bert-src': pre-training setting 'layer' is unknown"),
     (lambda c: c["pretraining"]["toy-gpt2-tgt"].update(model="t5"),

@@ -576,7 +576,8 @@ def test_default_config_plans_exactly_these_runs():
         "bert-init")] == [True, True, False, False]
     assert plan.sharing("toy", "transformer-tiny") == [
         "ctnmt-transformer-base", "deepfusion-transformer-base", "multi30k-transformer",
-        "transformer-base", "transformer-iwslt", "transformer-tiny"]
+        "multi30k-transformer-greedy", "transformer-base", "transformer-iwslt",
+        "transformer-tiny"]
     assert plan.sharing("toy", "bertkd-transformer-base") == [
         "bertkd-transformer-base", "bertkd-transformer-base-deen"]
     assert plan.sharing("toy", "transformer-big") == [

@@ -1,0 +1,92 @@
+"""config/multi30k.yaml, the real-data profile: what it plans (a dry run, with the slow tests),
+and its whole DAG on the real Multi30k files served by a loopback server in the official
+release's layout (opt-in, `-m real`: up to an hour on two cores)."""
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from release_fixtures import SHARED_MULTI30K, Server, shared_multi30k_release
+from smoke import ROOT, snakemake
+
+from nmtbench.workflow.config import check, load_config
+
+PROFILE = ROOT / "config" / "multi30k.yaml"
+BUDGET_SECONDS = 3600  # the profile's promise: an hour on a two-core laptop
+
+
+def mirror_config(tmp_path: Path, base_url: str) -> Path:
+    """The profile's sources pointed at the loopback mirror of the shared files."""
+    files = shared_multi30k_release(tmp_path / "served")
+    config = tmp_path / "mirror.yaml"
+    config.write_text(yaml.safe_dump({"sources": {"multi30k": {"base_url": base_url,
+                                                               "files": files}}}))
+    return config
+
+
+def planned_jobs(stdout: str) -> list[tuple[str, str]]:
+    """(rule, wildcards) of each job a dry run lists."""
+    jobs, rule = [], None
+    for line in stdout.splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            rule = line.split()[1].rstrip(":")
+            jobs.append((rule, ""))
+        elif line.strip().startswith("wildcards:") and rule:
+            jobs[-1] = (rule, line.split("wildcards:")[1].strip())
+    return jobs
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_MULTI30K.is_dir(), reason="../shared/data is absent")
+def test_the_profile_plans_every_family_without_a_hub(tmp_path):
+    """Downloads, a German BERT pre-trained on the training set's German side, the Transformer,
+    its translations of the training set for Mask-Predict, the BERT rows, and no hub
+    snapshot: nothing the laptop cannot reach."""
+    config = mirror_config(tmp_path, "http://127.0.0.1:9/multi30k")
+    result = snakemake(tmp_path, "-n", "--cores", "2", "--configfile", str(PROFILE),
+                       str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = planned_jobs(result.stdout)
+    rules = [rule for rule, _ in jobs]
+    assert rules.count("download_multi30k") == 6
+    assert "snapshot" not in rules
+    assert ("pretrain", "pretrained=m30k-bert-de") in jobs
+    pretrain = result.stdout[result.stdout.index("rule pretrain"):]
+    assert re.search(r"input: data/multi30k-de-en/prepared/train\.src,", pretrain)
+    plan = check(load_config([ROOT / "config" / "config.yaml", PROFILE, config]),
+                 ROOT / "config" / "schema.yaml", ROOT / "papers")
+    run = {e: Path(plan.cell("multi30k-de-en", e, "test").run_dir(1)).parent.name
+           for e in ("multi30k-transformer", "multi30k-mask-predict", "multi30k-bert-init",
+                     "multi30k-bert-fused")}
+    trained = [w.split("run=")[1].split(",")[0] for rule, w in jobs if rule == "train"]
+    assert sorted(trained) == sorted(run.values())
+    distilled = [w for rule, w in jobs if rule == "distill"]
+    assert len(distilled) == 1 and f"run={run['multi30k-transformer']}," in distilled[0]
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not SHARED_MULTI30K.is_dir(), reason="../shared/data is absent")
+def test_the_profile_runs_on_real_data_within_the_hour(tmp_path):
+    """Download, prepare, pre-train, train, distil, decode, score and report, from nothing,
+    in at most an hour; every trained row of the table has a number, and the Transformer has
+    learned to translate (published small models: 34 to 38 BLEU)."""
+    with Server(tmp_path / "served") as server:
+        config = mirror_config(tmp_path, f"{server.url}/multi30k")
+        start = time.monotonic()
+        result = snakemake(tmp_path, "--cores", "2", "--configfile", str(PROFILE), str(config),
+                           timeout=BUDGET_SECONDS)
+        seconds = time.monotonic() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(f"config/multi30k.yaml: {seconds / 60:.1f} minutes")
+    tables = (tmp_path / "results" / "tables.md").read_text()
+    section = tables[tables.index("## multi30k.table1"):]
+    rows = {cells[0]: cells[1:] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("|:")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    trained = ["Transformer", "Mask-Predict (distilled)", "BERT-initialised encoder",
+               "BERT-fused"]
+    for label in trained:
+        assert re.fullmatch(r"\d+\.\d\d[▲▼]?", rows[label][1]), (label, rows[label])
+    assert float(rows["Transformer"][1]) >= 30.0, rows["Transformer"]
