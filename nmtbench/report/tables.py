@@ -41,7 +41,7 @@ from nmtbench.report.claims import HOLDS, Verdict, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Table
-from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, tested_against
+from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, generated, tested_against
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 
 MISSING = "missing"
@@ -325,8 +325,9 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
         planned = Path(layout.PRETRAIN_SUMMARY.format(pretrained=name))
         summary = read_result(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT),
                               keys=("settings",), numbers=PRETRAIN_NUMBERS)
+        part = "mono" if generated(plan.config["datasets"], spec["dataset"]) else "train"
         row = {"Checkpoint": name, "Model": spec["model"],
-               "Corpus": f"{spec['dataset']} mono.{spec['side']}"}
+               "Corpus": f"{spec['dataset']} {part}.{spec['side']}"}
         if summary is None:
             rows.append({**row, "Layers × d": "missing"})
             continue
@@ -341,7 +342,8 @@ def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
                      "Held-out perplexity": f"{heldout['perplexity']:.1f}",
                      "Seconds": f"{summary['seconds']:.0f}"})
     return ["## Pre-trained checkpoints", "",
-            "Pre-trained in the DAG on the toy world's monolingual text. Objective: a BERT's "
+            "Pre-trained in the DAG on a dataset's text: a toy world's monolingual corpus "
+            "(mono), real data's training side (train). Objective: a BERT's "
             "share of tokens selected for prediction, and of those the shares given as [MASK], "
             "as a random token and kept (BERT's own: 15%, 80/10/10). Held-out accuracy: tokens "
             "given as [MASK] predicted correctly (BERT) or next tokens (GPT-2), on the corpus's "

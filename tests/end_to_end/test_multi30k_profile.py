@@ -90,3 +90,26 @@ def test_the_profile_runs_on_real_data_within_the_hour(tmp_path):
     for label in trained:
         assert re.fullmatch(r"\d+\.\d\d[▲▼]?", rows[label][1]), (label, rows[label])
     assert float(rows["Transformer"][1]) >= 30.0, rows["Transformer"]
+    assert "| multi30k-de-en train.src |" in re.sub(r" +\|", " |", tables)  # the BERT's text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_MULTI30K.is_dir(), reason="../shared/data is absent")
+def test_a_dataset_may_read_through_a_bert_pre_trained_on_it(tmp_path):
+    """The dataset's checkpoint is the BERT pre-trained here on its own text: every model then
+    reads German in that BERT's vocabulary, and the BERT itself reads the WordPiece trained on
+    the data (not its own, which would be a cycle)."""
+    config = mirror_config(tmp_path, "http://127.0.0.1:9/multi30k")
+    own = tmp_path / "own-bert.yaml"
+    own.write_text(yaml.safe_dump({"datasets": {"multi30k-de-en": {
+        "checkpoints": {"src": "m30k-bert-de"}}}}))
+    result = snakemake(tmp_path, "-n", "--cores", "2", "--configfile", str(PROFILE),
+                       str(config), str(own))
+    assert result.returncode == 0, result.stderr[-3000:]
+    pretrain = result.stdout[result.stdout.index("rule pretrain"):].split("\n\n")[0]
+    assert "data/multi30k-de-en/tokenizer/src/tokenizer_config.json" in pretrain
+    transformer = [block for block in result.stdout.split("\n\n")
+                   if "rule train:" in block
+                   and "run=transformer-base," in block]
+    assert len(transformer) == 1
+    assert "data/pretrained/m30k-bert-de/config.json" in transformer[0]
