@@ -182,7 +182,7 @@ def prepare(work: Path, fairseq_bin: Path | None) -> Path:
     if not all(Path(t).exists() for t in targets):
         configs = [c for extra in (*PARITY.configs[1:], *CONFIGFILES) for c in ("--configfile",
                                                                                   str(extra))]
-        run(["snakemake", "--cores", "all", *configs, *targets], work / "logs" / "data.log")
+        run(["snakemake", "--cores", "all", *targets, *configs], work / "logs" / "data.log")
     sub = work / "subwords"
     for side in ("src", "tgt"):
         tok = load_tokenizer(data / "tokenizer" / side)
