@@ -178,11 +178,12 @@ def prepare(work: Path, fairseq_bin: Path | None) -> Path:
     from nmtbench.data.tokenization import load_tokenizer
 
     data = PARITY.data
-    targets = [str(data / "tokenizer" / side / "tokenizer_config.json") for side in ("src", "tgt")]
-    if not all(Path(t).exists() for t in targets):
-        configs = [c for extra in (*PARITY.configs[1:], *CONFIGFILES) for c in ("--configfile",
-                                                                                  str(extra))]
-        run(["snakemake", "--cores", "all", *targets, *configs], work / "logs" / "data.log")
+    targets = [str((data / "tokenizer" / side / "tokenizer_config.json").relative_to(ROOT))
+               for side in ("src", "tgt")]
+    if not all((ROOT / t).exists() for t in targets):
+        configs = [str(c) for c in (*PARITY.configs[1:], *CONFIGFILES)]
+        run(["snakemake", "--cores", "all", *targets, *(["--configfile", *configs] if configs
+                                                          else [])], work / "logs" / "data.log")
     sub = work / "subwords"
     for side in ("src", "tgt"):
         tok = load_tokenizer(data / "tokenizer" / side)
