@@ -339,6 +339,19 @@ def environment(fairseq_bin: Path | None, bin_dir: Path) -> dict[str, Any]:
     return setup
 
 
+def search_check(fairseq_bin: Path, bin_dir: Path, work: Path, seed: int) -> dict[str, Any]:
+    """`check_search.py` on fairseq's trained Transformer of `seed`: the harness's beam search
+    against fairseq's, on the same weights and test set."""
+    decode = experiment_settings("transformer", seed, None)["decode"]
+    cmd = [str(fairseq_bin / "python"), str(Path(__file__).parent / "check_search.py"),
+           str(bin_dir), str(work / "fairseq" / "transformer" / f"seed{seed}" / "ckpt" /
+                             "checkpoint_best.pt"),
+           *(str(getattr(decode, k)) for k in ("beam", "lenpen", "max_len_a", "max_len_b"))]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True,
+                         env={**os.environ, **ONE_THREAD, **FAIRSEQ_ENV}).stdout
+    return {"seed": seed, **json.loads(out.strip().splitlines()[-1])}
+
+
 # --- report --------------------------------------------------------------------------------
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     bleu = [r["bleu"]["tokenized"] for r in runs]
@@ -395,6 +408,14 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
                   f"(fairseq / harness) at the first update, {e['last_loss'][0]:.4f} / "
                   f"{e['last_loss'][1]:.4f} at the last, never more than "
                   f"{e['max_abs_difference']:.4f} apart.", ""]
+    if setup.get("search"):
+        c = setup["search"]
+        lines += ["Search (`check_search.py`): fairseq's Transformer of seed "
+                  f"{c['seed']}, its weights copied into the harness's, translated the test set "
+                  f"by both beam searches: {c['identical']} of {c['sentences']} translations "
+                  f"identical token for token ({c['tokens_fairseq']} / {c['tokens_harness']} "
+                  "tokens, fairseq / harness). Where the runs' BLEU differ, their weights do.",
+                  ""]
     for model in models:
         runs = {s: [r for r in results if r["model"] == model and r["system"] == s]
                 for s in ("harness", "fairseq")}
@@ -502,6 +523,8 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(one, jobs))
     write_json(work / "results.json", results)
+    if "fairseq" in args.systems and "transformer" in models:
+        setup["search"] = search_check(args.fairseq_bin, bin_dir, work, seeds["transformer"][0])
     budget = {m: epochs[m] or experiment_settings(m, 1, None)["max_epochs"] for m in models}
     out.write_text(report(results, models, budget, setup))
     print(f"wrote {out}")
