@@ -1,5 +1,6 @@
 # nmtbench: pre-trained BERT models in NMT, reproduced on equal terms.
 # The embedded default (config/config.yaml) runs on the generated toy world; see README.md.
+import os
 import shlex
 
 from snakemake.utils import min_version
@@ -15,7 +16,10 @@ shell.prefix(
 )
 
 
-configfile: f"{workflow.basedir}/config/config.yaml"
+DEFAULT_CONFIGFILE = os.path.abspath(f"{workflow.basedir}/config/config.yaml")
+
+
+configfile: DEFAULT_CONFIGFILE
 
 
 report: "report/workflow.rst"

@@ -546,8 +546,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     plan = _checked_plan(args, json_object(args.config, "--config") if args.config else None)
     results = Path(args.results)
     out = Path(args.out) if args.out else results / "tables.md"
-    for path in write_report(plan, results, out, Path(args.root).resolve(),
-                             Path(args.pretrained)):
+    root = Path(args.root).resolve()
+    configs = args.merged_from if args.config else [root / "config" / "config.yaml",
+                                                     *args.configfile]
+    for path in write_report(plan, results, out, root, Path(args.pretrained), configs):
         logging.info("wrote %s", path)
 
 
@@ -559,6 +561,9 @@ def _report_arguments(sub: argparse._SubParsersAction) -> None:
                        "results/ off a cluster).")
     _config_arguments(s, root="config/, papers/, git commit")
     s.add_argument("--config", help="the whole workflow config as JSON (what the rule passes)")
+    s.add_argument("--merged-from", nargs="*", default=[], metavar="FILE",
+                   help="with --config: the config files it was merged from, in order, named "
+                   "in tables.md's Settings section")
     s.add_argument("--results", default="results", help="the directory holding runs/")
     s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; claims.md "
                    "and figures/ go beside it)")

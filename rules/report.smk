@@ -26,11 +26,14 @@ rule report:
     params:
         config=lambda w: nmtconfig.as_json(config),
         root=workflow.basedir,
+        # as snakemake merges them: the Snakefile's configfile, then the command line's
+        merged_from=[DEFAULT_CONFIGFILE]
+        + [f for f in map(os.path.abspath, workflow.configfiles) if f != DEFAULT_CONFIGFILE],
     conda:
         "../envs/models.yaml"
     log:
         "logs/report.log",
     shell:
         "python -m nmtbench report --config {params.config:q} --results results "
-        "--out {output.tables:q} "
+        "--out {output.tables:q} --merged-from {params.merged_from:q} "
         "--root {params.root:q} > {log:q} 2>&1"

@@ -39,6 +39,7 @@ from nmtbench.records import read_result
 from nmtbench.report import figures
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
+from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Table
 from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, generated, tested_against
@@ -57,10 +58,12 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "sacrebleu", "compare-mt", "
 
 
 def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
-                 pretrained_dir: Path = Path(layout.PRETRAINED_ROOT)) -> list[Path]:
+                 pretrained_dir: Path = Path(layout.PRETRAINED_ROOT),
+                 configs: list[Path] = ()) -> list[Path]:
     """Write tables.md (at `out`), claims.md beside it and the requested figures (under
     `out`'s figures/) from the runs in `results_dir` and the checkpoints pre-trained under
-    `pretrained_dir`; `root` is the repository whose commit goes into the provenance."""
+    `pretrained_dir`; `root` is the repository whose commit goes into the provenance, and
+    `configs` the config files the plan was merged from, which the Settings section names."""
     root, out = Path(root).resolve(), Path(out).resolve()
     claims_out = out.with_name(Path(layout.CLAIMS).name)
     if claims_out == out:
@@ -109,7 +112,8 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
                   f"{MISSING} until the workflow makes them again:", "",
                   *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
     lines += ["", "## Provenance", "",
-              *_provenance(plan.config, root, _run_records(plan, results))]
+              *_provenance(plan.config, root, _run_records(plan, results)),
+              "", *_settings_section(plan, root, configs)]
     write_text(out, "\n".join(lines).rstrip() + "\n")
     write_text(claims_out, "\n".join(_claims_page(verdicts, _link(out.name, out, out.parent),
                                                   bool(results.stale))).rstrip() + "\n")
@@ -445,6 +449,37 @@ def _provenance(config: dict, root: Path, runs: list[dict]) -> list[str]:
     )
     lines += [f"  - {kind}: `{signature}`" for kind, signature in signatures] or ["  - none"]
     return lines
+
+
+def _settings_section(plan: Plan, root: Path, configs: list[Path]) -> list[str]:
+    """The resolved training and decoding settings of every experiment behind the report's
+    numbers (its cells' and the runs they learn from), as the results files record theirs
+    (nmtbench.workflow.recorded_settings): a committed report that no longer describes its
+    config files fails the test suite."""
+    inside, outside = [], []
+    for path in dict.fromkeys(Path(c).resolve() for c in configs):
+        if path.is_relative_to(root):
+            inside.append(path.relative_to(root).as_posix())
+        else:
+            outside.append(path.name)
+    todo = [(c.dataset, c.experiment) for t in plan.tables for _, _, c in plan.table_cells(t)
+            if c.status == "ok"]
+    todo += [(c.dataset, c.experiment) for f in plan.figures for c in plan.figure_cells(f)
+             if c.status == "ok"]
+    cells: set[tuple[str, str]] = set()
+    while todo:  # and what each learns from (teachers, initialisations), however deep
+        cell = todo.pop()
+        if cell not in cells:
+            cells.add(cell)
+            todo += [(given.cell.dataset, given.cell.experiment)
+                     for given in plan.run_inputs(*cell).values() if given.cell is not None]
+    recorded = recorded_settings.of_plan(plan, inside, sorted(cells))
+    intro = ("The settings the config files resolved for the experiments behind the numbers "
+             "above (`nmtbench.workflow.recorded_settings`).")
+    if outside:
+        intro += (f" Also merged, from outside the repository and so not named below: "
+                  f"{', '.join(outside)}.")
+    return recorded_settings.markdown(recorded, intro=intro)
 
 
 def _version(name: str) -> str:

@@ -1,8 +1,8 @@
 """The resolved settings a generated results file was made with (results/parity.md,
-benchmarks.md, gpu.md): each benchmark writes them under a "Settings" heading, and
-tests/benchmarks/test_recorded_settings.py resolves the same experiments from today's config
-files, so that a file no longer describing today's default fails the suite instead of being
-read as if it did."""
+benchmarks.md, gpu.md, and every report's tables.md): each writes them under a "Settings"
+heading, and tests/benchmarks/test_recorded_settings.py resolves the same experiments from
+today's config files, so that a committed file no longer describing today's default fails the
+suite instead of being read as if it did."""
 
 from __future__ import annotations
 
@@ -51,7 +51,11 @@ def resolve(configs: Iterable[str], cells: Iterable[tuple[str, str]]) -> dict[st
     """What `configs` (paths relative to the repository, merged in order) make of each
     (dataset, experiment): its training settings (without a seed) and its decoding settings."""
     configs = list(configs)
-    plan = _plan(configs)
+    return of_plan(_plan(configs), configs, cells)
+
+
+def of_plan(plan, configs: list[str], cells: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """`resolve`'s record from a plan already made of `configs` (the report's)."""
     return {"configs": configs, "experiments": {
         f"{dataset}/{experiment}": {
             "train": plan.train_settings(dataset, experiment),
@@ -59,13 +63,15 @@ def resolve(configs: Iterable[str], cells: Iterable[tuple[str, str]]) -> dict[st
         for dataset, experiment in cells}}
 
 
-def markdown(recorded: dict[str, Any], changed: str = "") -> list[str]:
+INTRO = ("The settings the config files resolved for the experiments measured here when this "
+         "file was made (`nmtbench.workflow.recorded_settings`); the test suite fails once they "
+         "resolve otherwise, until this file is made again.")
+
+
+def markdown(recorded: dict[str, Any], changed: str = "", intro: str = INTRO) -> list[str]:
     """The section that records `recorded` (from `resolve`); `changed` says what the benchmark
     set differently on top of them, if anything."""
-    return [HEADING, "", "The settings the config files resolved for the experiments measured "
-            "here when this file was made (`nmtbench.workflow.recorded_settings`); the test "
-            "suite fails once they resolve otherwise, until this file is made again."
-            + (f" {changed}" if changed else ""),
+    return [HEADING, "", intro + (f" {changed}" if changed else ""),
             "", "```json", *_compact(recorded), "```", ""]
 
 

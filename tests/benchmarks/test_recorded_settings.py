@@ -12,6 +12,9 @@ from nmtbench.workflow import recorded_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 MADE_BY = {  # results file -> the command that makes it
+    "results/tables.md": "snakemake --cores all",
+    "results/multi30k.md": "snakemake --cores all --configfile config/multi30k.yaml, in a fresh "
+                           "directory: its results/tables.md",
     "results/parity.md": "python benchmarks/parity/run.py",
     "results/parity-multi30k.md": "python benchmarks/parity/run.py --dataset multi30k",
     "results/benchmarks.md": "python benchmarks/speed.py (after the default)",

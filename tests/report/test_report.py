@@ -38,6 +38,7 @@ from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.report import tables
 from nmtbench.report.tables import LIBRARIES, write_report
+from nmtbench.workflow import recorded_settings
 
 RUNS = f"results/runs/{DATASET}"
 BIG1 = f"{RUNS}/trm-big/seed1"
@@ -523,6 +524,31 @@ def test_config_hash_follows_the_config(tmp_path: Path, papers: Path) -> None:
         texts.append(section(render(plan, tmp_path), "Provenance"))
     hashes = [re.search(r"config hash: (\w+)", t)[1] for t in texts]
     assert hashes[0] != hashes[1]
+
+
+def test_settings_name_every_experiment_behind_the_numbers(tmp_path: Path,
+                                                          papers: Path) -> None:
+    """The Settings section records each experiment a cell reads, resolved as its run was,
+    and names the config files by their place in the repository (one outside it by name)."""
+    plan = make_plan(make_config([1], tables=[TABLE]), papers)
+    fabricate(plan, tmp_path / "results")
+    out = tmp_path / "report" / "tables.md"
+    outside = tmp_path.parent / f"{tmp_path.name}-mirror.yaml"
+    write_report(plan, tmp_path / "results", out, tmp_path,
+                 configs=[tmp_path / "config" / "config.yaml", outside,
+                          tmp_path / "config" / "config.yaml"])
+    text = out.read_text(encoding="utf-8")
+    recorded = recorded_settings.read(text)
+    assert recorded["configs"] == ["config/config.yaml"]
+    assert f"not named below: {outside.name}." in section(text, "Settings")
+    cells = sorted({f"{c.dataset}/{c.experiment}" for _, _, c in plan.table_cells(
+        plan.tables[0]) if c.status == "ok"})
+    assert sorted(recorded["experiments"]) == cells
+    for name, settings in recorded["experiments"].items():
+        dataset, experiment = name.split("/")
+        assert settings["train"] == json.loads(json.dumps(
+            plan.train_settings(dataset, experiment)))
+        assert settings["decode"]["beam"] == plan.decode_settings(dataset, experiment).beam
 
 
 @pytest.mark.parametrize(("status", "expected"), [("", "abc123"), (" M x.py\n", "abc123+dirty")])
