@@ -13,6 +13,7 @@ from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
 from nmtbench import cli
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.report.results import Results
+from nmtbench.workflow import recorded_settings
 
 pytestmark = pytest.mark.slow
 
@@ -44,6 +45,12 @@ def test_tables_md_shows_every_requested_table_with_its_runs(smoke_run):
     assert tally, text[:2000]
     claims = (smoke_run / "results" / "claims.md").read_text()
     assert claims.startswith("# Claims\n") and tally[1] in claims
+    # the settings behind the numbers, named by the config files snakemake merged, in order
+    recorded = recorded_settings.read(text)
+    assert recorded["configs"] == ["config/config.yaml", SMOKE.relative_to(ROOT).as_posix()]
+    assert "multi30k-de-en/multi30k-transformer" not in recorded["experiments"]
+    assert "toy/transformer-tiny-500" in recorded["experiments"]
+    assert recorded_settings.differences(recorded) == []
 
 
 def test_the_smoke_run_runs_every_rule_but_those_of_real_data(smoke_run):
