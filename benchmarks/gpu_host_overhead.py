@@ -6,10 +6,15 @@ GPU's own busy time for the same update.
 
 - eager: the trainer's default;
 - compiled: the trainer's `compile: true` (each layer compiled for dynamic shapes);
+- compiled-cpp-wrapper: the same, its kernels launched from generated C++ instead of Python
+  (inductor's `cpp_wrapper`), which shapes may vary under: the host's cost per launch;
 - compiled-static: compiled for the batch's shapes (a real run would recompile per shape);
 - cuda-graphs: compiled-static replayed as CUDA graphs (`mode="reduce-overhead"`): what an
   update costs when the host launches almost nothing, the ceiling for a trainer that pads its
-  batches to a few fixed shapes.
+  batches to a few fixed shapes;
+- whole-static, whole-cuda-graphs: the model's whole loss (`Model.losses`, every layer and the
+  loss between them) as one compiled region, for the batch's shapes, without and with CUDA
+  graphs: what compiling layer by layer costs in guards and region calls.
 
 The GPU's busy time is the sum of the update's kernel times under torch.profiler (3 updates);
 where ms/update is well above it, the GPU waits for the host.
@@ -35,20 +40,25 @@ from nmtbench.workflow.train_settings import TrainConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu  # noqa: E402  (the workload is gpu.py's)
 
-VARIANTS = {  # name: torch.compile's options (None: eager)
-    "eager": None,
-    "compiled": {"dynamic": True},
-    "compiled-static": {"dynamic": False},
-    "cuda-graphs": {"dynamic": False, "mode": "reduce-overhead"},
+VARIANTS = {  # name: what is compiled (its layers or the whole loss) and torch.compile's options
+    "eager": (None, None),
+    "compiled": ("layers", {"dynamic": True}),
+    "compiled-cpp-wrapper": ("layers", {"dynamic": True, "options": {"cpp_wrapper": True}}),
+    "whole-cuda-graphs": ("model", {"dynamic": False, "mode": "reduce-overhead"}),
+    "whole-static": ("model", {"dynamic": False}),
+    "cuda-graphs": ("layers", {"dynamic": False, "mode": "reduce-overhead"}),
+    "compiled-static": ("layers", {"dynamic": False}),
 }
 
 
 def measure(model, tc: TrainConfig, device: torch.device, variant: str, pairs: int,
             steps: int) -> dict:
-    options = VARIANTS[variant]
+    scope, options = VARIANTS[variant]
     updater = gpu.trainer_for(model, tc, device, compiled=False)
-    if options is not None:
+    if scope == "layers":
         model.compile_for_training(**options)
+    elif scope == "model":
+        model.losses = torch.compile(model.losses, **options)
     data = gpu.training_data(model, pairs, torch.Generator().manual_seed(0))
     group, step = [list(range(pairs))], 0
 
