@@ -462,18 +462,7 @@ def _settings_section(plan: Plan, root: Path, configs: list[Path]) -> list[str]:
             inside.append(path.relative_to(root).as_posix())
         else:
             outside.append(path.name)
-    todo = [(c.dataset, c.experiment) for t in plan.tables for _, _, c in plan.table_cells(t)
-            if c.status == "ok"]
-    todo += [(c.dataset, c.experiment) for f in plan.figures for c in plan.figure_cells(f)
-             if c.status == "ok"]
-    cells: set[tuple[str, str]] = set()
-    while todo:  # and what each learns from (teachers, initialisations), however deep
-        cell = todo.pop()
-        if cell not in cells:
-            cells.add(cell)
-            todo += [(given.cell.dataset, given.cell.experiment)
-                     for given in plan.run_inputs(*cell).values() if given.cell is not None]
-    recorded = recorded_settings.of_plan(plan, inside, sorted(cells))
+    recorded = recorded_settings.of_plan(plan, inside, plan.experiments_behind())
     intro = ("The settings the config files resolved for the experiments behind the numbers "
              "above (`nmtbench.workflow.recorded_settings`).")
     if outside:

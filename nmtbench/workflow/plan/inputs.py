@@ -3,6 +3,8 @@ back-translations, soft targets and warm starts (their kinds: nmtbench.workflow.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from nmtbench import layout
 from nmtbench.errors import InputError
 from nmtbench.workflow import run_inputs
@@ -72,15 +74,28 @@ class RunInputPlanning:
     def trained_runs(self) -> list[tuple[str, str]]:
         """Every (dataset, run) the DAG trains: the requested tables' and figures' runs and
         each run they load or learn from, however deep."""
+        return self._learned_from(self.runs(), lambda cell: (cell.dataset, str(cell.run)))
+
+    def experiments_behind(self) -> list[tuple[str, str]]:
+        """Every (dataset, experiment) the requested tables' and figures' numbers come from:
+        their cells' and each one they load or learn from, however deep (a teacher by the
+        experiment that names its decoding); the report records their settings."""
+        return self._learned_from({(c.dataset, c.experiment) for c in self._cells()
+                                   if c.run is not None},
+                                  lambda cell: (cell.dataset, cell.experiment))
+
+    def _learned_from(self, start: Iterable[tuple[str, str]],
+                      name: Callable[[Cell], tuple[str, str]]) -> list[tuple[str, str]]:
+        """`start`'s (dataset, experiment or run) pairs and, however deep, those of the
+        cells their run inputs come from, as `name` names a cell."""
         found: set[tuple[str, str]] = set()
-        todo = list(self.runs())
+        todo = list(start)
         while todo:
-            dataset, run = todo.pop()
-            if (dataset, run) not in found:
-                found.add((dataset, run))
-                todo += [(given.cell.dataset, str(given.cell.run))
-                         for given in self.run_inputs(dataset, run).values()
-                         if given.cell is not None]
+            dataset, experiment = todo.pop()
+            if (dataset, experiment) not in found:
+                found.add((dataset, experiment))
+                todo += [name(given.cell) for given in
+                         self.run_inputs(dataset, experiment).values() if given.cell is not None]
         return sorted(found)
 
     def back_translated_sentences(self, dataset: str) -> int:
