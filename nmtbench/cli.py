@@ -189,18 +189,19 @@ def _decode_arguments(sub: argparse._SubParsersAction) -> None:
 
 def cmd_soft_targets(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.translate import load_run_model
-    from nmtbench.methods.bert_kd_soft_targets import dump
 
     _threads(args.threads)
-    dump(load_run_model(args.run_dir, device=args.device), args.run_dir,
-         (args.train_src, args.train_tgt), (args.valid_src, args.valid_tgt), args.out,
-         args.top_k, info=args.info, max_tokens=args.max_tokens)
+    model, src_tok, tgt_tok, cfg = load_run_model(args.run_dir, device=args.device)
+    model.write_soft_targets((src_tok, tgt_tok), cfg, args.run_dir,
+                             (args.train_src, args.train_tgt), (args.valid_src, args.valid_tgt),
+                             args.out, args.top_k, info=args.info, max_tokens=args.max_tokens)
 
 
 def _soft_targets_arguments(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("soft-targets", help="a C-MLM teacher run's top-K soft targets of "
-                       "a training set (nmtbench/methods/bert_kd.py)")
-    s.add_argument("--run-dir", required=True, help="the teacher's (bert-kd-teacher) run directory")
+    s = sub.add_parser("soft-targets", help="a teacher run's top-K soft targets of a training "
+                       "set, the run input of its students (its method writes them)")
+    s.add_argument("--run-dir", required=True,
+                   help="the teacher's run directory (of a method that gives soft targets)")
     for name in ("train-src", "train-tgt", "valid-src", "valid-tgt"):
         s.add_argument(f"--{name}", required=True)
     s.add_argument("--out", required=True, help="the safetensors file")

@@ -9,6 +9,7 @@ from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.errors import InputError
 from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES
 from nmtbench.workflow.plan import generated
+from nmtbench.workflow.run_inputs import back_translation
 from nmtbench.data.download import source_url
 from nmtbench.data.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
 

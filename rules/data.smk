@@ -117,7 +117,7 @@ rule prepare_monolingual:
     params:
         spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
         corpus=lambda w: dataset_spec(w)["back_translation"]["corpus"],
-        sentences=lambda w: PLAN.back_translated_sentences(w.dataset),
+        sentences=lambda w: back_translation.sentences(PLAN, w.dataset),
         downloads=DOWNLOADS_DIR,
     conda:
         "../envs/text.yaml"

@@ -59,7 +59,7 @@ use rule decode as distill with:
 use rule decode as backtranslate with:
     input:
         summary=layout.TRAIN_SUMMARY,
-        src=lambda w: PLAN.target_monolingual(w.forward),
+        src=lambda w: back_translation.target_monolingual(PLAN, w.forward),
     output:
         hyp=layout.BACKTRANSLATE,
         info=layout.BACKTRANSLATE_INFO,

@@ -43,6 +43,7 @@ from torch import nn
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods.bert_kd_soft_targets import SOFT_IDS, SOFT_LOGPROBS
+from nmtbench.methods.bert_kd_soft_targets import dump as dump_soft_targets
 from nmtbench.methods.bert_kd_soft_targets import load as load_soft_targets
 from nmtbench.methods.rnn import rnn_parts
 from nmtbench.methods.transformer import EncoderDecoder, Transformer, TransformerSettings
@@ -123,6 +124,14 @@ class CMLMTeacher(Model):
             mask = mask[:, None].to(self.bert.dtype).log()  # additive 4-D mask: 0 or -inf
         out = self.bert(input_ids=ids, token_type_ids=segments, attention_mask=mask).logits
         return out.gather(1, where[..., None].expand(-1, -1, out.size(-1)))
+
+    def write_soft_targets(self, tokenizers: tuple[Any, Any], cfg: Mapping[str, Any],
+                           run_dir: str, train: tuple[str, str], valid: tuple[str, str],
+                           out: str, top_k: int, info: str | None = None,
+                           max_tokens: int = 4096) -> None:
+        """Every target position masked once (nmtbench/methods/bert_kd_soft_targets.py)."""
+        dump_soft_targets((self, *tokenizers, dict(cfg)), run_dir, train, valid, out, top_k,
+                          info=info, max_tokens=max_tokens)
 
     def param_groups(self) -> list[ParamGroup]:
         """Fine-tuned as BERT is: no weight decay on biases and LayerNorm gains."""

@@ -203,6 +203,17 @@ class Model(nn.Module):
         raise InputError(f"run input {name!r}: this model ({type(self).__name__}) takes no "
                          "side data")
 
+    def write_soft_targets(self, tokenizers: tuple[Any, Any], cfg: Mapping[str, Any],
+                           run_dir: str, train: tuple[str, str], valid: tuple[str, str],
+                           out: str, top_k: int, info: str | None = None,
+                           max_tokens: int = 4096) -> None:
+        """Write this trained teacher's top-K distributions over the `train` pairs' target
+        positions to `out` and a summary to `info` (the run input `soft_targets`,
+        nmtbench.workflow.run_inputs.soft_targets); `tokenizers` (source, target) and `cfg`
+        are its run's. A model that is no teacher refuses."""
+        raise InputError(f"{run_dir}: not a teacher run ({type(self).__name__} gives no soft "
+                         "targets)")
+
     def losses(self, batch: Batch, progress: Progress | None = None) -> Losses:
         """Named loss terms of one batch. A term meant to train only part of the model
         confines itself by detaching at the partition's boundary, e.g. a term that must not

@@ -36,6 +36,7 @@ from nmtbench.report.results import Results  # noqa: E402
 from nmtbench.workflow.metric_registry import METRICS  # noqa: E402
 from nmtbench.workflow.papers import Figure  # noqa: E402
 from nmtbench.workflow.plan import Cell, Plan, buckets_file  # noqa: E402
+from nmtbench.workflow.run_inputs import back_translation  # noqa: E402
 
 # Plotted points by series: a sweep's by metric, curves' and buckets' by legend label
 Series = dict[str, list[tuple[Any, float]]]
@@ -160,7 +161,7 @@ def _back_translation_note(plan: Plan, results: Results, cells: list[Cell]) -> s
     """Which reverse model translated the back-translated pairs of the plotted runs, and how
     well it translates (its test BLEU)."""
     found = {bt for c in cells if c.status == "ok"
-             for bt in [plan.back_translation(c.dataset, c.experiment)] if bt is not None}
+             for bt in [back_translation.source(plan, c.dataset, c.experiment)] if bt is not None}
     notes = []
     for bt in sorted(found, key=lambda b: (b.reverse.dataset, b.reverse.run)):
         bleu = _mean([results.measure(bt.reverse, "test", "bleu_tokenized", s, None)

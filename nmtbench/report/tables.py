@@ -39,11 +39,12 @@ from nmtbench.records import read_result
 from nmtbench.report import figures
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
-from nmtbench.workflow import recorded_settings
+from nmtbench.workflow import recorded_settings, run_inputs
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Table
 from nmtbench.workflow.plan import EXTERNAL, NOT_IMPLEMENTED, Cell, Plan, generated, tested_against
 from nmtbench.workflow.pretrain_settings import PretrainConfig
+from nmtbench.workflow.run_inputs import ReportSection
 
 MISSING = "missing"
 # a quality score (BLEU, ROUGE) under this fraction of its table's baseline, itself at least
@@ -73,17 +74,7 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     _check_results_dir(plan, results)
     verdicts = check_claims(plan, results)
     claims_link = _link(claims_out.name, claims_out, out.parent)
-    lines = ["# Results", "",
-             "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
-             "paper's. Each table's source paper is named under its heading."]
-    toy = sorted({cell.dataset for t in plan.tables for _, _, cell in plan.table_cells(t)
-                  if plan.config["datasets"][cell.dataset]["kind"] == "toyworld"}
-                 | {c.dataset for f in plan.figures for c in plan.figure_cells(f)
-                    if plan.config["datasets"][c.dataset]["kind"] == "toyworld"})
-    if toy:
-        lines.append(f"Datasets {', '.join(toy)} are generated toy worlds: **toy-world numbers; "
-                     "not comparable to the papers**, so their cells show ours alone.")
-    lines += ["", f"{_tally(verdicts)}: per table below; all in {claims_link}."]
+    lines = _preamble(plan, verdicts, claims_link)
     for table in plan.tables:
         claims = _table_claims([v for v in verdicts if v.claim.table == table.name],
                                claims_link)
@@ -99,18 +90,10 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
                       drawn.caption, ""]
     if plan.pretrained_targets():
         lines += ["", *_pretraining_section(plan, Path(pretrained_dir))]
-    if plan.teachers():
-        lines += ["", *_teachers_section(plan, results)]
+    for section in filter(None, (kind.report_section(plan) for kind in run_inputs.KINDS)):
+        lines += ["", *_run_input_section(plan, results, section)]
     if results.stale:
-        log.warning("left out %d result files no longer made from what is there (listed in %s)",
-                    len(results.stale), out)
-        lines += ["", "## Left out: made from an earlier training", "",
-                  "These files were made from a training that is no longer in its run "
-                  "directory (retrained, refused or removed since), by a training whose inputs "
-                  "(data, tokenizers, pre-trained checkpoints) have changed since, or from "
-                  "hypotheses decoded again since; their cells show "
-                  f"{MISSING} until the workflow makes them again:", "",
-                  *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
+        lines += ["", *_stale_section(results, out)]
     lines += ["", "## Provenance", "",
               *_provenance(plan.config, root, _run_records(plan, results)),
               "", *_settings_section(plan, root, configs)]
@@ -118,6 +101,35 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     write_text(claims_out, "\n".join(_claims_page(verdicts, _link(out.name, out, out.parent),
                                                   bool(results.stale))).rstrip() + "\n")
     return [out, claims_out, *written]
+
+
+def _preamble(plan: Plan, verdicts: list[Verdict], claims_link: str) -> list[str]:
+    """The page's title, what its numbers are (toy-world ones not comparable to the papers')
+    and the tally of the claims checked."""
+    lines = ["# Results", "",
+             "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
+             "paper's. Each table's source paper is named under its heading."]
+    toy = sorted({cell.dataset for t in plan.tables for _, _, cell in plan.table_cells(t)
+                  if plan.config["datasets"][cell.dataset]["kind"] == "toyworld"}
+                 | {c.dataset for f in plan.figures for c in plan.figure_cells(f)
+                    if plan.config["datasets"][c.dataset]["kind"] == "toyworld"})
+    if toy:
+        lines.append(f"Datasets {', '.join(toy)} are generated toy worlds: **toy-world numbers; "
+                     "not comparable to the papers**, so their cells show ours alone.")
+    return [*lines, "", f"{_tally(verdicts)}: per table below; all in {claims_link}."]
+
+
+def _stale_section(results: Results, out: Path) -> list[str]:
+    """The result files left out because they were made from an earlier training."""
+    log.warning("left out %d result files no longer made from what is there (listed in %s)",
+                len(results.stale), out)
+    return ["## Left out: made from an earlier training", "",
+            "These files were made from a training that is no longer in its run "
+            "directory (retrained, refused or removed since), by a training whose inputs "
+            "(data, tokenizers, pre-trained checkpoints) have changed since, or from "
+            "hypotheses decoded again since; their cells show "
+            f"{MISSING} until the workflow makes them again:", "",
+            *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
 
 
 def _table_section(plan: Plan, results: Results, table: Table, base: Path,
@@ -312,14 +324,11 @@ def _claims_page(verdicts: list[Verdict], tables_link: str, stale: bool) -> list
     return [*lines, "", _markdown(pd.DataFrame(rows))]
 
 
-# What the sections below read of a pre-training's and a teacher's soft targets' record
+# What the section below reads of a pre-training's record
 PRETRAIN_NUMBERS = ("settings.layers", "settings.d_model", "settings.lr", "params", "updates",
                     "epochs", "heldout.accuracy", "heldout.perplexity", "seconds",
                     "settings.dropout?", "settings.mask_prob?", "settings.mask_replace_prob?",
                     "settings.random_replace_prob?")
-SOFT_TARGETS_NUMBERS = ("valid_masked_accuracy", "pairs", "target_positions",
-                        "bytes_per_target_position", "seconds_per_1000_pairs")
-
 
 def _pretraining_section(plan: Plan, pretrained_dir: Path) -> list[str]:
     """How well the checkpoints pre-trained in the DAG learned, on their held-out text."""
@@ -366,33 +375,23 @@ def _objective(model: str, settings: dict[str, Any]) -> str:
     return f"masked LM {100 * select:g}%: {'/'.join(map(str, shares))}"
 
 
-def _teachers_section(plan: Plan, results: Results) -> list[str]:
-    """How well each C-MLM teacher learned (masked-token accuracy on valid, every target
-    position masked once) and what its soft targets cost (nmtbench/methods/bert_kd.py)."""
+def _run_input_section(plan: Plan, results: Results, section: ReportSection) -> list[str]:
+    """A run-input kind's section on the runs providing it (nmtbench.workflow.run_inputs):
+    one row per provider and seed, from the record its rule wrote."""
     rows = []
-    for teacher, top_k in plan.teachers():
+    for provider, values in section.providers:
         for seed in plan.seeds:
-            path = results.path(teacher.file(layout.SOFT_TARGETS_INFO, seed, top_k=top_k))
-            info = read_result(path, keys=("objective",), numbers=SOFT_TARGETS_NUMBERS)
-            if info is not None and not results.current(info, teacher, seed):
-                results.stale.add(path)  # from an earlier training of the teacher
-                info = None
-            row = {"Teacher": f"{teacher.dataset}/{teacher.run}/seed{seed}",
-                   "Objective": "-" if info is None else info["objective"]}
-            if info is None:
-                rows.append({**row, "Valid masked-token accuracy": "missing"})
-                continue
-            accuracy = 100 * info["valid_masked_accuracy"]
-            rows.append({**row, "Valid masked-token accuracy": f"{accuracy:.1f}%",
-                         f"Soft targets (top {top_k})": f"{info['pairs']} pairs, "
-                         f"{info['target_positions']} positions",
-                         "Bytes per position": f"{info['bytes_per_target_position']:.1f}",
-                         "Seconds per 1,000 pairs": f"{info['seconds_per_1000_pairs']:.2f}"})
-    return ["## Fine-tuned teachers (C-MLM)", "",
-            "BERTs fine-tuned with the conditional masked LM, whose top-K distributions of the "
-            "training targets their students learn from. Accuracy: the valid targets' tokens "
-            "predicted correctly, each masked once (with every 7th of its pair's positions).",
-            "", _markdown(pd.DataFrame(rows).fillna("-"))]
+            path = results.path(provider.file(section.record, seed, **values))
+            record = read_result(path, keys=section.keys, numbers=section.numbers)
+            if record is not None and not results.current(record, provider, seed):
+                results.stale.add(path)  # from an earlier training of the provider
+                record = None
+            row = {"Run": f"{provider.dataset}/{provider.run}/seed{seed}",
+                   **{k: str(v) for k, v in values.items()}}
+            rows.append({**row, **(section.columns(record) if record is not None
+                                   else {"Result": "missing"})})
+    return [f"## {section.title}", "", section.prose, "",
+            _markdown(pd.DataFrame(rows).fillna("-"))]
 
 
 def _reported(value: float | None, metric: str) -> str:

@@ -19,13 +19,13 @@ import yaml
 from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
 from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
 from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.workflow import run_inputs
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
 from nmtbench.workflow.papers import EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
-from nmtbench.workflow.plan import Plan, generated
+from nmtbench.workflow.plan import Plan
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
-from nmtbench.workflow.run_inputs import SOFT_TARGETS_KIND, WARM_START_KIND
 from nmtbench.workflow.schema import SCHEMA, Validator
 from nmtbench.workflow.train_settings import TrainConfig
 
@@ -151,12 +151,13 @@ def _check_experiments(config: dict[str, Any], plan: Plan, decode_schema: dict) 
         if method not in defaults_checked:
             _check_against(info.schema, config["defaults"], "config key 'defaults")
             defaults_checked.add(method)
-    _check_parent_runs(config, plan)  # once every experiment's settings are checked
+    # once every experiment's settings are checked: the runs they learn from, of every kind
+    run_inputs.check_config(plan, lambda dataset, experiment, key: _setting_origin(
+        config, plan, dataset, experiment, key))
 
 
 def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> None:
-    """Each dataset's overrides, distillation teacher, sources and back-translation; the
-    dataset map's targets."""
+    """Each dataset's overrides and sources; the dataset map's targets."""
     implemented = plan.implemented
     for dataset, spec in config["datasets"].items():
         if "detok_lang" in spec:
@@ -172,16 +173,8 @@ def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> 
             _check_against(implemented[method].schema,
                            {k: v for k, v in settings.items() if k != "decode"}, where)
             _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
-        teacher = spec.get("seq_kd")
-        if teacher is not None and (teacher not in plan.experiments
-                                    or plan.status(teacher) != "ok"
-                                    or plan.decoding(dataset, teacher) != "at"):
-            raise InputError(f"config key 'datasets.{dataset}.seq_kd': {teacher!r} is not an "
-                             "implemented autoregressive experiment")
         if spec["kind"] not in ("toyworld", "reversed"):  # a recipe, and downloads for it
             check_sources(dataset, spec, config.get("sources", {}))
-        if "back_translation" in spec:
-            _check_back_translation(config, plan, dataset)
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
         if dataset not in config["datasets"]:
             raise InputError(f"config key 'dataset_map.{paper_dataset}': unknown dataset "
@@ -230,7 +223,6 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
         if dataset not in lowercased:
             lowercased[dataset] = _lowercased_sides(config, dataset)
         _check_casing(config, plan, dataset, run, lowercased[dataset])
-        plan.back_translation(dataset, run)  # configured where a run asks for it
         for given in plan.run_inputs(dataset, run).values():
             if given.seed_offset and max(config["seeds"]) + given.seed_offset > seed_max:
                 raise InputError(f"config key 'seeds': seed {max(config['seeds'])} plus the "
@@ -328,77 +320,6 @@ def _setting_origin(config: dict[str, Any], plan: Plan, dataset: str, experiment
         return (f"{plan.catalogue.sources.get(experiment, 'config')}: key "
                 f"'experiments.{experiment}")
     return "config key 'defaults"
-
-
-def _check_parent_runs(config: dict[str, Any], plan: Plan) -> None:
-    """On every dataset, each run an experiment loads (its resolved `init_from`,
-    `features_from`, `teacher`, wherever written) is an implemented experiment's there, a
-    teacher where the setting asks for one, and following them never comes back (an
-    experiment cannot load itself, directly or through a chain)."""
-    def visit(dataset: str, experiment: str, chain: list[str], where: str | None) -> None:
-        settings = plan.train_settings(dataset, experiment)
-        info = plan.implemented[plan.experiments[experiment]["method"]]
-        for kind, key in [*((WARM_START_KIND, k) for k in info.parent_runs),
-                          *((SOFT_TARGETS_KIND, k) for k in info.teachers)]:
-            if not settings.get(key):
-                continue
-            # named at the first experiment's key: the chain starts there
-            here = where or (f"{_setting_origin(config, plan, dataset, experiment, key)}."
-                             f"{key}.experiment'")
-            parent = settings[key]["experiment"]
-            if parent not in plan.experiments or plan.status(parent, dataset) != "ok":
-                raise InputError(f"{here}: {parent!r} is not an implemented experiment on "
-                                 f"dataset {dataset!r}")
-            problem = kind.incompatible(plan.implemented[plan.experiments[parent]["method"]])
-            if problem:
-                raise InputError(f"{here}: {parent!r} {problem}")
-            if parent in chain:
-                raise InputError(f"{here}: warm starts form a cycle "
-                                 f"({' -> '.join([*chain, parent])})")
-            visit(dataset, parent, [*chain, parent], here)
-
-    for dataset in config["datasets"]:
-        for experiment in plan.experiments:
-            if plan.status(experiment, dataset) == "ok":
-                visit(dataset, experiment, [experiment], None)
-
-
-def _check_back_translation(config: dict[str, Any], plan: Plan, dataset: str) -> None:
-    """The reverse model must be an autoregressive experiment on a dataset translating this
-    one's target language into its source language; real data names its monolingual corpus."""
-    datasets = config["datasets"]
-    spec, bt = datasets[dataset], datasets[dataset]["back_translation"]
-    where = f"config key 'datasets.{dataset}.back_translation"
-    reverse = datasets.get(bt["reverse"])
-    if reverse is None:
-        raise InputError(f"{where}.reverse': unknown dataset {bt['reverse']!r}")
-    if reverse["kind"] == "reversed" or "src_lang" not in spec:  # no languages to compare
-        if reverse.get("of") != dataset:
-            raise InputError(f"{where}.reverse': {bt['reverse']!r} is not {dataset} read the "
-                             f"other way round (kind: reversed, of: {dataset})")
-    elif (reverse.get("src_lang"), reverse.get("tgt_lang")) != (
-            spec["tgt_lang"], spec["src_lang"]):
-        raise InputError(f"{where}.reverse': {bt['reverse']!r} does not translate "
-                         f"{spec['tgt_lang']} into {spec['src_lang']}")
-    model = bt["model"]
-    if (model not in plan.experiments or plan.status(model) != "ok"
-            or plan.decoding(bt["reverse"], model) != "at"):
-        raise InputError(f"{where}.model': {model!r} is not an implemented autoregressive "
-                         "experiment")
-    if generated(datasets, dataset):
-        if "corpus" in bt:
-            raise InputError(f"{where}.corpus': a toy world back-translates its own "
-                             "monolingual corpus; remove the key")
-    elif spec["kind"] == "reversed":
-        raise InputError(f"{where}': a reversed real dataset has no monolingual corpus of its "
-                         "own; configure the real dataset of this direction instead")
-    elif "corpus" not in bt:
-        raise InputError(f"{where}.corpus' is missing (the target-side monolingual corpus "
-                         "to back-translate)")
-    else:
-        from nmtbench.data.monolingual import check_sources as check_monolingual
-
-        check_monolingual(dataset, spec, bt["corpus"], config.get("sources", {}))
 
 
 def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:

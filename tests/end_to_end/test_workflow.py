@@ -14,6 +14,7 @@ from nmtbench import cli
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.report.results import Results
 from nmtbench.workflow import recorded_settings
+from nmtbench.workflow.run_inputs import back_translation
 
 pytestmark = pytest.mark.slow
 
@@ -135,10 +136,11 @@ def test_back_translation_trains_on_the_reverse_runs_translations(smoke_run):
             assert (reverse / "prepared" / f"{split}.{side}").read_bytes() == (
                 toy / f"{split}.{other}").read_bytes()
     mono = (toy / "mono.tgt").read_text().splitlines()
-    bt = plan.back_translation("toy", "abnet-bt-mask-predict-2m")
-    synthetic = (smoke_run / bt.file("toy", 1)).read_text().splitlines()
+    bt = back_translation.source(plan, "toy", "abnet-bt-mask-predict-2m")
+    bt_src = plan.run_inputs("toy", "abnet-bt-mask-predict-2m")["bt_src"].path(1)
+    synthetic = (smoke_run / bt_src).read_text().splitlines()
     assert bt.sentences == 400 and len(synthetic) == 400 < len(mono)
-    record = json.loads((smoke_run / bt.file("toy", 1).replace(".txt", ".json")).read_text())
+    record = json.loads((smoke_run / bt_src.replace(".txt", ".json")).read_text())
     assert record["algorithm"] == "beam" and record["beam"] == 2  # the reverse run's settings
     text = (smoke_run / "results" / "tables.md").read_text()
     for experiment, n in (("abnet-bt-mask-predict-500k", 100), ("abnet-bt-mask-predict-2m", 400)):
@@ -343,5 +345,5 @@ def test_a_report_by_hand_leaves_out_runs_the_config_no_longer_describes(smoke_r
     out = tmp_path / "tables.md"
     assert cli.main(["report", "--root", str(ROOT), "--results", str(copy), "--out", str(out),
                      "--configfile", str(SMOKE)]) == 0
-    teachers = out.read_text().split("## Fine-tuned teachers", 1)[1].split("\n## ", 1)[0]
+    teachers = out.read_text().split("## Teachers' soft targets", 1)[1].split("\n## ", 1)[0]
     assert "missing" in teachers and "%" not in teachers, teachers

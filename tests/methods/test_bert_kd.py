@@ -30,6 +30,7 @@ from nmtbench.models.batches import Bitext
 from nmtbench.models.contract import Batch
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
+from nmtbench.workflow.run_inputs.soft_targets import teachers
 
 V = BERT_VOCAB
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
@@ -422,7 +423,8 @@ def test_a_student_trains_on_its_teachers_soft_targets_in_its_vocabulary():
         assert plan.vocabulary("toy", run, "tgt") == ("toy-bert-joint", "joint")
     assert plan.vocabulary("toy", "transformer-tiny", "src") == (None, "src")
     assert "toy-bert-joint" in plan.pretrained_targets()
-    assert (plan.teachers()[0][0].run, plan.teachers()[0][1]) == ("bertkd-teacher-mbert", 8)
+    (teacher, top_k), = teachers(plan)
+    assert (teacher.run, top_k) == ("bertkd-teacher-mbert", 8)
 
 
 @pytest.mark.parametrize("mutate, message", [

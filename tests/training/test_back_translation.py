@@ -13,6 +13,7 @@ from nmtbench.errors import InputError
 from nmtbench.models.batches import read_back_translations
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow import config as nmtconfig
+from nmtbench.workflow.run_inputs import back_translation
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "config" / "schema.yaml"
@@ -45,13 +46,14 @@ def test_the_toy_reverse_model_trains_on_the_toy_world_read_backwards(cfg):
     plan = nmtconfig.check(cfg, SCHEMA)
     assert cfg["datasets"]["toy-reverse"]["vocab_size"] == {"src": 1500, "tgt": 2000, "joint": 3000}
     for experiment, sentences in BT_RUNS.items():
-        bt = plan.back_translation("toy", experiment)
+        bt = back_translation.source(plan, "toy", experiment)
         assert bt.reverse.dataset == "toy-reverse" and bt.reverse.run == "transformer-tiny"
         assert bt.sentences == max(BT_RUNS.values())  # one translation serves every amount
         assert plan.train_settings("toy", experiment)["bt_sentences"] == sentences
-        assert bt.file("toy", 1) == ("results/runs/toy-reverse/transformer-tiny/seed1/"
-                                     "backtranslate.toy.24000.beam5-lp1-fairseq-best.txt")
-    assert plan.back_translation("toy", "abnet-mask-predict") is None
+        assert plan.run_inputs("toy", experiment)["bt_src"].path(1) == (
+            "results/runs/toy-reverse/transformer-tiny/seed1/"
+            "backtranslate.toy.24000.beam5-lp1-fairseq-best.txt")
+    assert back_translation.source(plan, "toy", "abnet-mask-predict") is None
     # the three amounts train three runs, none shared with the plain Mask-Predict
     runs = {plan.cell("iwslt14-de-en", e, "t").run for e in [*BT_RUNS, "abnet-mask-predict"]}
     assert len(runs) == 4
@@ -93,7 +95,7 @@ def test_back_translation_config_errors_name_the_key(cfg, mutate, message):
 def test_real_data_back_translates_a_named_corpus_in_the_right_direction():
     cfg = nmtconfig.load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "paper.yaml"])
     plan = nmtconfig.check(cfg, SCHEMA)
-    bt = plan.back_translation("iwslt14-de-en", "abnet-bt-mask-predict-500k")
+    bt = back_translation.source(plan, "iwslt14-de-en", "abnet-bt-mask-predict-500k")
     assert (bt.reverse.dataset, bt.reverse.run, bt.sentences) == (
         "iwslt14-en-de", "transformer-base", 2_000_000)
     for mutate, message in [

@@ -6,6 +6,7 @@ from nmtbench import layout
 from nmtbench.data.recipes import OPTIONAL_SPLITS, optional_splits
 from nmtbench.data.toyworld import size_key
 from nmtbench.errors import InputError
+from nmtbench.workflow import run_inputs
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Figure
 from nmtbench.workflow.plan.cells import (
@@ -21,19 +22,10 @@ class Targets:
     """A part of `Plan`: every run output the requested items need."""
 
     def pretrained_targets(self) -> list[str]:
-        """The names of the checkpoints pre-trained in the DAG that the requested items' runs
-        load (the report shows how well they learned)."""
+        """The names of the checkpoints pre-trained in the DAG that the requested items' runs,
+        and the runs they learn from, load (the report shows how well they learned)."""
         pretraining = self.config.get("pretraining", {})
-        runs = set(self.runs())
-        todo = list(runs)
-        while todo:  # and the runs they train with (a teacher, a warm start's parent)
-            dataset, run = todo.pop()
-            for run_input in self.run_inputs(dataset, run).values():
-                cell = run_input.cell
-                if cell is not None and (cell.dataset, cell.run) not in runs:
-                    runs.add((cell.dataset, cell.run))
-                    todo.append((cell.dataset, cell.run))
-        return sorted({name for dataset, run in runs
+        return sorted({name for dataset, run in self.trained_runs()
                        for name in [*self.checkpoints(dataset, run).values(),
                                     *(self.vocabulary(dataset, run, side)[0]
                                       for side in ("src", "tgt"))]
@@ -76,14 +68,8 @@ class Targets:
                 self._check_split(cell.dataset, figure.split, figure.name)
                 for seed in self.seeds:
                     files.update(self.figure_files(figure, cell, seed))
-        for dataset, run in self.runs():  # the report names each reverse model's test BLEU
-            back_translation = self.back_translation(dataset, run)
-            for seed in self.seeds if back_translation is not None else []:
-                files.update(self.cell_files(back_translation.reverse, "test", "bleu_tokenized",
-                                             seed))
-        for teacher, top_k in self.teachers():  # and each teacher's accuracy and dump
-            files.update(teacher.file(layout.SOFT_TARGETS_INFO, seed, top_k=top_k)
-                         for seed in self.seeds)
+        for kind in run_inputs.KINDS:  # what the report shows of the runs they learn from
+            files |= kind.report_files(self)
         return sorted(files)
 
     @staticmethod

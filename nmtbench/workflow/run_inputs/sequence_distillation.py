@@ -1,0 +1,44 @@
+"""Sequence-level knowledge distillation (Kim & Rush 2016): an autoregressive teacher's
+translations of the training set replace its targets for every non-autoregressive run on a
+dataset with `seq_kd`. The producing rule: `distill` (rules/decode.smk)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from nmtbench import layout
+from nmtbench.errors import InputError
+from nmtbench.workflow.run_inputs.kind import Data, RunInput, RunInputKind
+
+if TYPE_CHECKING:
+    from nmtbench.workflow.plan import Cell, Plan
+
+
+def teacher(plan: Plan, dataset: str, experiment: str) -> Cell | None:
+    """The run whose translations of the training set replace the experiment's targets."""
+    name = plan.config["datasets"][dataset].get("seq_kd")
+    if name is None or plan.decoding(dataset, experiment) != "nat":
+        return None
+    return plan.run_cell(dataset, name, f"config key 'datasets.{dataset}.seq_kd'")
+
+
+class SequenceDistillation(RunInputKind):
+    names = ("train_tgt",)
+
+    def resolve(self, plan: Plan, dataset: str, experiment: str) -> list[RunInput]:
+        cell = teacher(plan, dataset, experiment)
+        return [] if cell is None else [RunInput("train_tgt", cell, layout.DISTILL,
+                                                 record=layout.DISTILL_INFO)]
+
+    def check_config(self, plan: Plan) -> None:
+        """A dataset's `seq_kd` is an implemented autoregressive experiment there."""
+        for dataset, spec in plan.config["datasets"].items():
+            name = spec.get("seq_kd")
+            if name is not None and (name not in plan.experiments or plan.status(name) != "ok"
+                                     or plan.decoding(dataset, name) != "at"):
+                raise InputError(f"config key 'datasets.{dataset}.seq_kd': {name!r} is not an "
+                                 "implemented autoregressive experiment")
+
+    def load_data(self, data: Data, inputs: Mapping[str, str]) -> None:
+        data.replace_targets(inputs["train_tgt"])
