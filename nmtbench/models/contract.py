@@ -399,11 +399,10 @@ class Method:
 
     @classmethod
     def read_settings(cls, cfg: Mapping[str, Any]) -> Any:
-        """The settings `build` reads from a resolved experiment config, with the one check
-        of `decoding` against `decodings` (settings without it decode the default)."""
+        """The settings `build` reads from a resolved experiment config, their `decoding`
+        one of the method's (`MethodInfo.decoding`: settings without it decode the default)."""
         settings = cls.settings.from_config(cfg)
-        decoding = getattr(settings, "decoding", cls.decodings[0])
-        if decoding not in cls.decodings:
-            raise InputError(f"{cfg.get('method', cls.__name__)}: decoding {decoding!r} is not "
-                             f"one this method has (use {' or '.join(cls.decodings)})")
+        registered_methods()[cls.settings.method].decoding(
+            {"decoding": getattr(settings, "decoding", cls.decodings[0])},
+            f"{cfg.get('method', cls.__name__)}: key 'run")
         return settings

@@ -333,10 +333,7 @@ def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: d
     every value as the schema says; `where` is the messages' prefix up to the key."""
     for key in settings:
         _check_key(key, info, where)
-    decoding = settings.get("decoding", info.decodings[0])
-    if decoding not in info.decodings:
-        raise InputError(f"{where}.decoding': method {info.name!r} decodes with "
-                         f"{' or '.join(info.decodings)}, not {decoding!r}")
+    info.decoding(settings, where)
     _check_against(info.schema, {k: v for k, v in settings.items()
                                  if k not in SETTINGS_OUTSIDE_TRAINER}, where)
     if bad := _non_finite(settings):  # a paper's own settings: the config's are checked

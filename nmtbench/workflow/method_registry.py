@@ -7,9 +7,11 @@ classes (it must not load torch); `methods.get_method` imports a class where a m
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nmtbench.errors import InputError
 from nmtbench.workflow.schema import definitions
 
 CHECKPOINT_SIDE = "x-checkpoint-side"
@@ -37,6 +39,17 @@ class MethodInfo:
     defaults: dict[str, Any] = field(default_factory=dict)  # its settings' defaults
     not_built: dict[str, frozenset] = field(default_factory=dict)  # setting -> values no
     # code serves yet (`x-not-built`): an experiment using one is not implemented
+
+
+    def decoding(self, settings: Mapping[str, Any], where: str) -> str:
+        """The decoding `settings` ask for (unset: the method's default), checked once here
+        for the config check and for every model built (`Method.read_settings`); `where`
+        prefixes the message up to the key."""
+        decoding = settings.get("decoding", self.decodings[0])
+        if decoding not in self.decodings:
+            raise InputError(f"{where}.decoding': method {self.name!r} decodes with "
+                             f"{' or '.join(self.decodings)}, not {decoding!r}")
+        return decoding
 
 
 def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
