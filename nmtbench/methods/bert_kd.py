@@ -4,7 +4,7 @@ position masked; a Transformer student learns from these soft targets beside the
 
 Two methods, one per training job, both through the shared trainer:
 
-- `bert-kd-teacher` (`CMLMTeacher`): the BERT reads `[CLS] x [SEP] y [SEP]` (segment 0 for the
+- `bert-kd-teacher` (`BertKDTeacher`): the BERT reads `[CLS] x [SEP] y [SEP]` (segment 0 for the
   source part, 1 for the target part) and predicts the masked tokens of `y [SEP]`; nothing of the
   source is masked. `objective: l2r` is Table 6's BERT_l2r: the same input, but a target
   position sees the source and the target positions up to itself only (a left-to-right
@@ -89,7 +89,7 @@ def joined(src: torch.Tensor, tgt: torch.Tensor, pad: int
     return ids, segments, where
 
 
-class CMLMTeacher(Model):
+class BertKDTeacher(Model):
     """A BERT with its masked-LM head over `[CLS] x [SEP] y [SEP]`: `predict` gives the
     log-probs at every target position; `losses` is the C-MLM objective."""
 
@@ -152,7 +152,7 @@ class CMLMTeacher(Model):
         return Losses({"tokens": nll}, int(chosen.sum()), {"accuracy": accuracy})
 
 
-class CMLMTeacherMethod(Method):
+class BertKDTeacherMethod(Method):
     """The C-MLM teacher (`bert-kd-teacher`): fine-tunes a BERT; never decoded."""
 
     settings = TeacherSettings
@@ -160,7 +160,7 @@ class CMLMTeacherMethod(Method):
 
     @classmethod
     def build(cls, cfg: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab,
-              pretrained: Mapping[str, Any] | None = None, weights: bool = True) -> CMLMTeacher:
+              pretrained: Mapping[str, Any] | None = None, weights: bool = True) -> BertKDTeacher:
         s = cls.read_settings(cfg)
         if s.objective not in OBJECTIVES:
             raise InputError(f"bert-kd-teacher: objective {s.objective!r}; known: "
@@ -182,7 +182,7 @@ class CMLMTeacherMethod(Method):
                                  f"has {len(layers)} layers")
             bert.bert.encoder.layer = layers[: s.teacher_layers]
             bert.config.num_hidden_layers = s.teacher_layers
-        return CMLMTeacher(mark_pretrained(bert), s, src_vocab, tgt_vocab)
+        return BertKDTeacher(mark_pretrained(bert), s, src_vocab, tgt_vocab)
 
 
 # --- the student ------------------------------------------------------------------------------

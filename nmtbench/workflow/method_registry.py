@@ -33,7 +33,7 @@ class MethodInfo:
     parent_runs: tuple[str, ...]  # settings naming another run whose checkpoint it loads
     schema: dict[str, Any]  # its settings' JSON schema, the trainer's included (and `$defs`,
     # which its references such as #/$defs/name point into)
-    teachers: tuple[str, ...] = ()  # settings naming a teacher run whose soft targets it reads
+    soft_targets_from: tuple[str, ...] = ()  # settings naming the run whose soft targets it reads
     unread: dict[str, str] = field(default_factory=dict)  # trainer settings it refuses -> why
     cls: str = ""  # where its class is, "module:Class"
     defaults: dict[str, Any] = field(default_factory=dict)  # its settings' defaults
@@ -69,7 +69,8 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
                               if spec.get(PARENT_RUN) and key not in unread),
             schema={"type": "object", "properties": {**trainer, **properties},
                     "$defs": definitions},
-            teachers=tuple(key for key, spec in properties.items() if spec.get(SOFT_TARGETS)),
+            soft_targets_from=tuple(key for key, spec in properties.items()
+                                    if spec.get(SOFT_TARGETS)),
             unread=dict(unread),
             cls=schema.get(CLASS, ""),
             defaults={key: spec["default"] for key, spec in properties.items()

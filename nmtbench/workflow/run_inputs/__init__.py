@@ -8,9 +8,9 @@ they are read, `load_weights` on the trainer when a run starts fresh), through t
 operations, so that this package stays free of torch.
 
 Which runs an experiment loads and which teachers it reads are its method's settings
-(`MethodInfo.parent_runs`, `.teachers`); the trainer records the content digest of every input
-(nmtbench.provenance), so that a resumed or decoded run refuses changed inputs. A new kind is
-one module here, registered in `KINDS`, plus the rule writing its file.
+(`MethodInfo.parent_runs`, `.soft_targets_from`); the trainer records the content digest of
+every input (nmtbench.provenance), so that a resumed or decoded run refuses changed inputs. A
+new kind is one module here, registered in `KINDS`, plus the rule writing its file.
 """
 
 from __future__ import annotations

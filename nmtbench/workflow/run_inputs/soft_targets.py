@@ -49,7 +49,7 @@ class SoftTargets(RunInputKind):
 
     def named_runs(self, plan: Plan, dataset: str, experiment: str) -> dict[str, str]:
         info = plan.implemented[plan.experiments[experiment]["method"]]
-        return marked_settings(plan, dataset, experiment, info.teachers)
+        return marked_settings(plan, dataset, experiment, info.soft_targets_from)
 
     def resolve(self, plan: Plan, dataset: str, experiment: str) -> list[RunInput]:
         info = plan.implemented[plan.experiments[experiment]["method"]]
