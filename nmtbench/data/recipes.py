@@ -188,7 +188,7 @@ def wmt14(spec: dict[str, Any]) -> Recipe:
 
 def wmt16(spec: dict[str, Any]) -> Recipe:
     """WMT16 Ro-En (Europarl v8 + SETIMES2, 0.6M), newsdev2016 valid, newstest2016 test;
-    Romanian normalised and stripped of diacritics (Sennrich et al.); with `backtranslation`,
+    Romanian normalised and stripped of diacritics (Sennrich et al.); with `published_back_translations`,
     Sennrich et al.'s 2M back-translated pairs join the training data (AB-Net, BERT-fused)."""
     src, tgt = _pair(spec)
     if {src, tgt} != {"ro", "en"}:
@@ -199,7 +199,7 @@ def wmt16(spec: dict[str, Any]) -> Recipe:
                                                f"training-parallel-ep-v8/europarl-v8.ro-en.{lang}")),
              _oriented(spec, lambda lang: Part("opus", "OPUS-SETIMES/v2/moses/en-ro.txt.zip",
                                                f"SETIMES.en-ro.{lang}"))]
-    if spec.get("backtranslation"):
+    if spec.get("published_back_translations"):
         train.append(_oriented(spec, lambda lang: Part(
             "statmt-data", f"rsennrich/wmt16_backtranslations/ro-en/corpus.bt.ro-en.{lang}.gz")))
     valid = _sgm(spec, "statmt-data", f"{task}/dev-romanian-updated.tgz",

@@ -29,8 +29,8 @@ from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
 from nmtbench.workflow.train_settings import TrainConfig
 
-# `back_translation: true` asks for a published back-translated corpus (a dataset with one)
-SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "back_translation"}
+# `published_back_translations: true` asks for a published back-translated corpus (a dataset with one)
+SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "published_back_translations"}
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
              "or digit: it becomes part of file paths and commands")
@@ -266,7 +266,7 @@ def _check_casing(config: dict[str, Any], plan: Plan, dataset: str, run: str,
 
 # What a reversed dataset does not take over from the one it reverses: how that one is made,
 # and what is trained on it (overrides may name one side's checkpoints).
-NOT_REVERSED = {"kind", "world", "seq_kd", "back_translation", "backtranslation",
+NOT_REVERSED = {"kind", "world", "seq_kd", "back_translation", "published_back_translations",
                 "compound_split", "overrides"}
 
 

@@ -34,7 +34,7 @@ experiments:
   half-data: {method: transformer, size: base, train_pairs: 100}
   nat: {method: future-method, bert_layer: last}
   quoted: {method: external}
-  bt: {method: transformer, size: base, back_translation: true}
+  bt: {method: transformer, size: base, published_back_translations: true}
 tables:
   table1:
     caption: every metric kind, with a baseline
@@ -369,11 +369,11 @@ def test_status_and_cells_that_need_no_files(catalogue):
 def test_status_on_a_dataset_follows_its_overrides_and_its_back_translations(catalogue):
     """A dataset's overrides can supply what the paper's setting asks for (the toy world's
     GPT-2 for deep fusion's GPT), and a dataset made with a published back-translated corpus
-    gives `back_translation: true` its data; elsewhere both stay not implemented."""
+    gives `published_back_translations: true` its data; elsewhere both stay not implemented."""
     datasets = make_config()["datasets"]
-    datasets["toy"]["overrides"]["bt"] = {"back_translation": False}
+    datasets["toy"]["overrides"]["bt"] = {"published_back_translations": False}
     datasets["ro-en-bt"] = {**datasets["iwslt14-de-en"], "kind": "wmt16", "src_lang": "ro",
-                            "backtranslation": True}
+                            "published_back_translations": True}
     plan = plan_for(catalogue, datasets=datasets)
     assert plan.status("bt") == NOT_IMPLEMENTED
     assert plan.status("bt", "iwslt14-de-en") == NOT_IMPLEMENTED

@@ -17,13 +17,13 @@ NOT_IMPLEMENTED = "not implemented"
 NOT_TRAINING = {"description", "decode"}
 
 
-# An experiment trained with a published back-translated corpus (`back_translation: true`, e.g.
+# An experiment trained with a published back-translated corpus (`published_back_translations: true`, e.g.
 # Caswell et al.'s 24M WMT14 pairs) is not implemented unless its dataset holds that corpus;
 # back-translating in the DAG is `bt_sentences`. A method's own setting values that no code
 # serves are marked `x-not-built` in its schema entry (`MethodInfo.not_built`).
 def not_built(spec: dict[str, Any], info: MethodInfo) -> bool:
     """Whether an experiment uses a setting value no code serves yet."""
-    return bool(spec.get("back_translation")) or any(
+    return bool(spec.get("published_back_translations")) or any(
         spec.get(key) in values for key, values in info.not_built.items())
 
 
