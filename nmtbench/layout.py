@@ -21,17 +21,25 @@ CHECKPOINT_CONFIG = "{directory}/config.json"  # marks a complete pre-trained ch
 PRETRAINED_ROOT = "data/pretrained"  # hub snapshots and the checkpoints pre-trained here
 PRETRAINED_DIR = PRETRAINED_ROOT + "/{pretrained}"
 PRETRAINED = CHECKPOINT_CONFIG.format(directory=PRETRAINED_DIR)
-PRETRAIN_SUMMARY = PRETRAINED_DIR + "/pretrain_summary.json"
+PRETRAIN_SUMMARY_NAME = "pretrain_summary.json"
+PRETRAIN_SUMMARY = PRETRAINED_DIR + "/" + PRETRAIN_SUMMARY_NAME
 
 # --- one training run ------------------------------------------------------------------------
 RUNS = "results/runs"
 RUN_SEEDS = RUNS + "/{dataset}/{run}"  # one directory per seed
 RUN = RUN_SEEDS + "/seed{seed}"
-RUN_CONFIG = RUN + "/config.json"
-TRAIN_SUMMARY = RUN + "/train_summary.json"  # written last: the run is done
-TRAIN_LOG = RUN + "/train_log.jsonl"
-CHECKPOINTS = RUN + "/checkpoints"
-CHECKPOINT = CHECKPOINTS + "/{checkpoint}.pt"  # best, last
+# The names inside a run directory: code holding a run's directory joins these
+RUN_CONFIG_NAME = "config.json"
+TRAIN_SUMMARY_NAME = "train_summary.json"  # written last: the run is done
+TRAIN_LOG_NAME = "train_log.jsonl"
+CHECKPOINTS_NAME = "checkpoints"
+CHECKPOINT_NAME = "{checkpoint}.pt"  # best, last
+EPOCH_CHECKPOINT_NAME = "epoch{epoch}.pt"  # after each epoch, for averaging
+RUN_CONFIG = RUN + "/" + RUN_CONFIG_NAME
+TRAIN_SUMMARY = RUN + "/" + TRAIN_SUMMARY_NAME
+TRAIN_LOG = RUN + "/" + TRAIN_LOG_NAME
+CHECKPOINTS = RUN + "/" + CHECKPOINTS_NAME
+CHECKPOINT = CHECKPOINTS + "/" + CHECKPOINT_NAME
 
 # --- what is made of a run, per decoding setting {tag} ---------------------------------------
 HYP = RUN + "/hyp.{split}.{tag}.txt"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nmtbench import layout
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_json
 
@@ -55,7 +56,8 @@ def read_record(path: str | Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
 
 # What a run directory holds that commands reading the run depend on (its decodings, metrics
 # and other outputs sit beside these and may be written by them).
-RUN_FILES = ("config.json", "train_summary.json", "train_log.jsonl", "checkpoints")
+RUN_FILES = (layout.RUN_CONFIG_NAME, layout.TRAIN_SUMMARY_NAME, layout.TRAIN_LOG_NAME,
+             layout.CHECKPOINTS_NAME)
 
 
 def run_inputs(run_dir: str | Path) -> list[Path]:
@@ -65,7 +67,7 @@ def run_inputs(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir)
     found = [run_dir / name for name in RUN_FILES]
     try:
-        config = read_result(run_dir / "config.json") or {}
+        config = read_result(run_dir / layout.RUN_CONFIG_NAME) or {}
     except InputError:
         return found
     pending = [config.get("paths")]

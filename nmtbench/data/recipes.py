@@ -188,8 +188,9 @@ def wmt14(spec: dict[str, Any]) -> Recipe:
 
 def wmt16(spec: dict[str, Any]) -> Recipe:
     """WMT16 Ro-En (Europarl v8 + SETIMES2, 0.6M), newsdev2016 valid, newstest2016 test;
-    Romanian normalised and stripped of diacritics (Sennrich et al.); with `published_back_translations`,
-    Sennrich et al.'s 2M back-translated pairs join the training data (AB-Net, BERT-fused)."""
+    Romanian normalised and stripped of diacritics (Sennrich et al.); with
+    `published_back_translations`, Sennrich et al.'s 2M back-translated pairs join the training
+    data (AB-Net, BERT-fused)."""
     src, tgt = _pair(spec)
     if {src, tgt} != {"ro", "en"}:
         raise InputError(f"wmt16: no recipe for {src}-{tgt}; known: ro-en, en-ro")

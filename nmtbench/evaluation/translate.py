@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from nmtbench import provenance
+from nmtbench import layout, provenance
 from nmtbench.data.tokenization import decode, encode_sources, load_tokenizer, vocab_of
 from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError, TooLong, retrain
@@ -40,7 +40,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     and input digests are config.json's); else one line naming the file.
     """
     run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
+    config_path = run_dir / layout.RUN_CONFIG_NAME
     if not config_path.exists():
         raise InputError(f"{run_dir}: no config.json; is this a trained run directory?")
     run = read_record(config_path, ("experiment", "paths", "inputs"))
@@ -60,7 +60,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     model = get_method(cfg["method"]).build_for_translation(
         cfg, vocab_of(src_tok), vocab_of(tgt_tok), paths.pretrained)
     if average_last > 0:
-        found = checkpoints.epoch_checkpoints(run_dir / "checkpoints")
+        found = checkpoints.epoch_checkpoints(run_dir / layout.CHECKPOINTS_NAME)
         if len(found) < average_last:
             raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
                              f"but only {len(found)} epoch checkpoints exist")
@@ -70,7 +70,8 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
             raise InputError(f"{err}; {retrain(run_dir)}") from None
         where = f"{run_dir}: the last {average_last} epoch checkpoints"
     else:
-        path = run_dir / "checkpoints" / f"{checkpoint}.pt"
+        path = run_dir / layout.CHECKPOINTS_NAME / layout.CHECKPOINT_NAME.format(
+            checkpoint=checkpoint)
         try:
             state = checkpoints.load(path)
             check(path, state)

@@ -19,13 +19,15 @@ from typing import Any
 
 import torch
 
+from nmtbench import layout
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_path, write_text
 from nmtbench.provenance import file_digest
 
 log = logging.getLogger(__name__)
 
-EPOCH_FILE = re.compile(r"epoch(\d+)\.pt$")
+EPOCH_FILE = re.compile(
+    re.escape(layout.EPOCH_CHECKPOINT_NAME).replace(r"\{epoch\}", r"(\d+)") + "$")
 CHECKSUM_SUFFIX = ".sha256"
 CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  \S.*")
 
@@ -125,7 +127,8 @@ def _write_checksums(path: Path, digests: list[str]) -> None:
 
 def epoch_checkpoints(directory: str | Path) -> list[Path]:
     """The per-epoch checkpoints in a directory, oldest first."""
-    found = [(int(m.group(1)), p) for p in Path(directory).glob("epoch*.pt")
+    pattern = layout.EPOCH_CHECKPOINT_NAME.format(epoch="*")
+    found = [(int(m.group(1)), p) for p in Path(directory).glob(pattern)
              if (m := EPOCH_FILE.search(p.name))]
     return [p for _, p in sorted(found)]
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm import tqdm
 
+from nmtbench import layout
 from nmtbench.data.tokenization import load_tokenizer, vocab_of
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
@@ -170,8 +171,8 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
         "params": sum(p.numel() for p in model.parameters()),
         "heldout": heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed),
     }
-    with atomic_directory(out, "pretrain_summary.json") as tmp:
+    with atomic_directory(out, layout.PRETRAIN_SUMMARY_NAME) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        write_json(tmp / "pretrain_summary.json", summary)
+        write_json(tmp / layout.PRETRAIN_SUMMARY_NAME, summary)
     return summary

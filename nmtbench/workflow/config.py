@@ -29,7 +29,8 @@ from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
 from nmtbench.workflow.train_settings import TrainConfig
 
-# `published_back_translations: true` asks for a published back-translated corpus (a dataset with one)
+# `published_back_translations: true`: trained with a published back-translated corpus (a dataset
+# holding one serves it)
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "published_back_translations"}
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "

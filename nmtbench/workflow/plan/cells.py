@@ -17,7 +17,8 @@ NOT_IMPLEMENTED = "not implemented"
 NOT_TRAINING = {"description", "decode"}
 
 
-# An experiment trained with a published back-translated corpus (`published_back_translations: true`, e.g.
+# An experiment trained with a published back-translated corpus
+# (`published_back_translations: true`, e.g.
 # Caswell et al.'s 24M WMT14 pairs) is not implemented unless its dataset holds that corpus;
 # back-translating in the DAG is `bt_sentences`. A method's own setting values that no code
 # serves are marked `x-not-built` in its schema entry (`MethodInfo.not_built`).

@@ -55,15 +55,16 @@ class Requests:
     def status(self, experiment: str, dataset: str | None = None) -> str:
         """"ok", NOT_IMPLEMENTED or EXTERNAL; on a dataset, as its overrides leave the
         experiment (the toy world's GPT-2 stands in for a GPT no code can build), and a
-        dataset made with a published back-translated corpus (`published_back_translations: true`) gives
-        `published_back_translations: true` what it asks for."""
+        dataset made with a published back-translated corpus gives an experiment asking for
+        one (`published_back_translations: true`, both) what it asks for."""
         spec = self.experiments[experiment]
         if spec["method"] == EXTERNAL:
             return EXTERNAL
         if dataset is not None:
             spec = {**spec, **self.overrides(dataset, experiment)}
             if self.config["datasets"][dataset].get("published_back_translations"):
-                spec["published_back_translations"] = False  # the dataset holds the published corpus
+                # the dataset holds the published corpus
+                spec["published_back_translations"] = False
         if spec["method"] not in self.implemented or not_built(spec,
                                                                 self.implemented[spec["method"]]):
             return NOT_IMPLEMENTED
