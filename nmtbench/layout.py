@@ -45,8 +45,9 @@ CHECKPOINT = CHECKPOINTS + "/" + CHECKPOINT_NAME
 HYP = RUN + "/hyp.{split}.{tag}.txt"
 DECODE_INFO = RUN + "/decode.{split}.{tag}.json"
 METRICS = RUN + "/metrics.{split}.{tag}.json"
-DISTILL = RUN + "/distill.train.{tag}.txt"
-DISTILL_INFO = RUN + "/distill.train.{tag}.json"
+# a teacher's translations of the training set (sequence distillation), and their record
+DISTILLED_TARGETS = RUN + "/distilled_targets.{tag}.txt"
+DISTILLED_TARGETS_INFO = RUN + "/distilled_targets.{tag}.json"
 # a teacher's (bert-kd-teacher run's) top-K soft targets of the training set, and their summary
 SOFT_TARGETS = RUN + "/soft_targets.top{top_k}.safetensors"
 SOFT_TARGETS_INFO = RUN + "/soft_targets.top{top_k}.json"

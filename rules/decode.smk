@@ -41,8 +41,8 @@ use rule decode as distill with:
         summary=layout.TRAIN_SUMMARY,
         src=lambda w: prepared(w.dataset, "train.src"),
     output:
-        hyp=layout.DISTILL,
-        info=layout.DISTILL_INFO,
+        hyp=layout.DISTILLED_TARGETS,
+        info=layout.DISTILLED_TARGETS_INFO,
     log:
         "logs/distill/{dataset}/{run}/seed{seed}.{tag}.log",
     threads: resource("translate", "threads")

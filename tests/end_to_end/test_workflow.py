@@ -6,6 +6,7 @@ import re
 import shutil
 
 import pytest
+import recorded_settings_check
 import torch
 import yaml
 from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
@@ -13,7 +14,6 @@ from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
 from nmtbench import cli
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.report.results import Results
-from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.run_inputs import back_translation
 
 pytestmark = pytest.mark.slow
@@ -47,11 +47,11 @@ def test_tables_md_shows_every_requested_table_with_its_runs(smoke_run):
     claims = (smoke_run / "results" / "claims.md").read_text()
     assert claims.startswith("# Claims\n") and tally[1] in claims
     # the settings behind the numbers, named by the config files snakemake merged, in order
-    recorded = recorded_settings.read(text)
+    recorded = recorded_settings_check.read(text)
     assert recorded["configs"] == ["config/config.yaml", SMOKE.relative_to(ROOT).as_posix()]
     assert "multi30k-de-en/multi30k-transformer" not in recorded["experiments"]
     assert "toy/transformer-tiny-500" in recorded["experiments"]
-    assert recorded_settings.differences(recorded) == []
+    assert recorded_settings_check.differences(recorded) == []
 
 
 def test_the_smoke_run_runs_every_rule_but_those_of_real_data(smoke_run):
@@ -316,7 +316,7 @@ def test_a_report_by_hand_leaves_out_runs_the_config_no_longer_describes(smoke_r
     shutil.copytree(smoke_run / "results" / "runs", copy / "runs")
     plan = smoke_plan()
     children = _children(plan)
-    assert {"init_from", "train_tgt", "soft_targets"} <= set(children), sorted(children)
+    assert {"init_from", "distilled_targets", "soft_targets"} <= set(children), sorted(children)
     results = Results(plan, copy)
     assert all(results.run_current(child, 1) for child, _ in children.values())
 
@@ -331,7 +331,7 @@ def test_a_report_by_hand_leaves_out_runs_the_config_no_longer_describes(smoke_r
         assert Results(now, copy).run_current(plan.cell("toy", "transformer-tiny-500",
                                                         "test"), 1)  # unrelated: still shown
 
-    for name in ("train_tgt", "soft_targets"):  # retrained, its earlier outputs kept
+    for name in ("distilled_targets", "soft_targets"):  # retrained, its earlier outputs kept
         child, given = children[name]
         summary = copy / given.cell.run_dir(1).removeprefix("results/") / "train_summary.json"
         original = summary.read_text()

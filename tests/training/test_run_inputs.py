@@ -97,7 +97,7 @@ def test_a_resumed_run_does_not_warm_start_again(toy_paths, tmp_path):
 
 def test_an_unknown_run_input_is_an_input_error(toy_paths, tmp_path):
     with pytest.raises(InputError, match="unknown run input 'teacher'; known: bt_src, bt_tgt, "
-                                         "init_from, soft_targets, train_tgt$"):
+                                         "distilled_targets, init_from, soft_targets$"):
         Trainer(tmp_path / "run", CFG, replace(toy_paths, inputs={"teacher": "x.pt"}), "cpu")
 
 

@@ -24,12 +24,13 @@ def teacher(plan: Plan, dataset: str, experiment: str) -> Cell | None:
 
 
 class SequenceDistillation(RunInputKind):
-    names = ("train_tgt",)
+    names = ("distilled_targets",)
 
     def resolve(self, plan: Plan, dataset: str, experiment: str) -> list[RunInput]:
         cell = teacher(plan, dataset, experiment)
-        return [] if cell is None else [RunInput("train_tgt", cell, layout.DISTILL,
-                                                 record=layout.DISTILL_INFO)]
+        return [] if cell is None else [RunInput("distilled_targets", cell,
+                                                 layout.DISTILLED_TARGETS,
+                                                 record=layout.DISTILLED_TARGETS_INFO)]
 
     def check_config(self, plan: Plan) -> None:
         """A dataset's `seq_kd` is an implemented autoregressive experiment there."""
@@ -41,4 +42,4 @@ class SequenceDistillation(RunInputKind):
                                  "implemented autoregressive experiment")
 
     def load_data(self, data: Data, inputs: Mapping[str, str]) -> None:
-        data.replace_targets(inputs["train_tgt"])
+        data.replace_targets(inputs["distilled_targets"])
