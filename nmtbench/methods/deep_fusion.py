@@ -8,11 +8,12 @@ partitioned multi-task training keeps the PTM from forgetting.
   FFN(mean(R^A_n) * mean(R^A_k)) (Eq. 12-13; means over the source's real tokens). The decoder
   has N layers (`decoder_layers` must be the PTM's depth / `group_size`).
 - Partitioned multi-task training, L = L_T + L_TWP + L_TSP + L_MLM (Eq. 18), each a named
-  loss term (`losses` lists the ones on) confined to its part (`PARTITION`): the translation
-  loss "tokens" moves the decoder and the coordinator, target-words prediction "twp" (Eq. 15:
-  the target's words from the mean-pooled top group) and target-sentence prediction "tsp"
-  (Eq. 17: contrastive, cosine similarity) the coordinator and the PTM, the masked LM "mlm"
-  (Eq. 8) the PTM only. Each term reads the parts outside its partition detached.
+  loss term (`losses` lists the ones on) confined to its part (Figure 2; tests/methods/
+  test_deep_fusion.py checks each): the translation loss "tokens" (and NAT's "length") moves
+  the decoder and the coordinator, target-words prediction "twp" (Eq. 15: the target's words
+  from the mean-pooled top group) and target-sentence prediction "tsp" (Eq. 17: contrastive,
+  cosine similarity) the coordinator and the PTM, the masked LM "mlm" (Eq. 8) the PTM only.
+  Each term reads the parts outside its partition detached.
   `partitioned: false` lets every loss move everything ("optimise theta_P by all tasks");
   `freeze_ptm` fixes the PTM for all tasks; `ptm_pretrained: false` starts it from random
   weights (Table 6).
@@ -100,15 +101,6 @@ from nmtbench.models.contract import (
 from nmtbench.models.pretrained import check_vocab, load_model
 
 LOSSES = ("t", "twp", "tsp", "mlm")
-# The parts each named loss term moves (Figure 2); `DeepFusionTasks.part_of` names the part of
-# every parameter. "length" (NAT) is part of the translation loss.
-PARTITION: dict[str, set[str]] = {
-    "tokens": {"decoder", "coordinator"},
-    "length": {"decoder", "coordinator"},
-    "twp": {"coordinator", "ptm"},
-    "tsp": {"coordinator", "ptm"},
-    "mlm": {"ptm"},
-}
 
 
 def ffn(d_in: int, d_hidden: int, d_out: int) -> nn.Sequential:
@@ -335,14 +327,6 @@ class DeepFusionTasks:
         if self.settings.vocabulary == "sides":  # target words into the PTM's width
             self.tsp_embed = nn.Linear(d_dec, width, bias=False)
             nn.init.xavier_uniform_(self.tsp_embed.weight)
-
-    def part_of(self, name: str) -> str:
-        """The part ("ptm", "coordinator", "decoder") a parameter belongs to (`PARTITION`)."""
-        if name.startswith(("encoder.mlm.", "encoder.length_token")):
-            return "ptm"
-        if name.startswith(("encoder.coordinator.", "tsp_")):
-            return "coordinator"
-        return "decoder"  # the decoder and the length table it is scored against
 
     def fixed(self, t: torch.Tensor) -> torch.Tensor:
         """A tensor of another part, as the partition lets a task read it."""

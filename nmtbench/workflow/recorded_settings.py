@@ -1,14 +1,14 @@
 """The resolved settings a generated results file was made with (results/parity.md,
 benchmarks.md, gpu.md, and every report's tables.md): each writes them under a "Settings"
-heading, and tests/benchmarks/test_recorded_settings.py resolves the same experiments from
-today's config files, so that a committed file no longer describing today's default fails the
-suite instead of being read as if it did."""
+heading, and tests/benchmarks/test_recorded_settings.py reads them back and resolves the same
+experiments from today's config files (tests/helpers/recorded_settings_check.py), so that a
+committed file no longer describing today's default fails the suite instead of being read as
+if it did."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ from nmtbench.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Settings"
-BLOCK = re.compile(re.escape(HEADING) + r"\n.*?```json\n(.*?)\n```", re.S)
 
 
 def _plan(configs: list[str]):
@@ -82,22 +81,3 @@ def _compact(recorded: dict[str, Any]) -> list[str]:
     return [f'{{"configs": {json.dumps(recorded["configs"])},', ' "experiments": {',
             *[row + "," for row in rows[:-1]], *rows[-1:], " }}"]
 
-
-def read(text: str) -> dict[str, Any] | None:
-    """The settings recorded in a results file's text (None: it records none)."""
-    found = BLOCK.search(text)
-    return json.loads(found.group(1)) if found else None
-
-
-def differences(recorded: dict[str, Any]) -> list[str]:
-    """`experiment: key was X, now Y` for each setting today's config files resolve otherwise."""
-    cells = [tuple(name.split("/", 1)) for name in recorded["experiments"]]
-    # through JSON, as the recorded ones went: tuples become lists
-    today = json.loads(json.dumps(resolve(recorded["configs"], cells)))["experiments"]
-    found = []
-    for name, then in recorded["experiments"].items():
-        for part in ("train", "decode"):
-            was, now = then[part], today[name][part]
-            found += [f"{name}: {part}.{key} was {was.get(key)!r}, now {now.get(key)!r}"
-                      for key in sorted(set(was) | set(now)) if was.get(key) != now.get(key)]
-    return found

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import recorded_settings_check
 
 from nmtbench.workflow import recorded_settings
 
@@ -25,20 +26,20 @@ MADE_BY = {  # results file -> the command that makes it
 
 @pytest.mark.parametrize("name", MADE_BY)
 def test_the_results_file_describes_todays_default(name):
-    recorded = recorded_settings.read((ROOT / name).read_text(encoding="utf-8"))
+    recorded = recorded_settings_check.read((ROOT / name).read_text(encoding="utf-8"))
     assert recorded, f"{name} records no settings (a '{recorded_settings.HEADING}' section)"
-    changed = recorded_settings.differences(recorded)
+    changed = recorded_settings_check.differences(recorded)
     assert not changed, (f"{name} no longer describes today's default ("
                          + "; ".join(changed[:5]) + f"): make it again with {MADE_BY[name]}")
 
 
 def test_a_setting_resolved_otherwise_is_named():
     recorded = recorded_settings.resolve(["config/config.yaml"], [("toy", "transformer-base")])
-    assert recorded_settings.differences(recorded) == []
+    assert recorded_settings_check.differences(recorded) == []
     stale = copy.deepcopy(recorded)
     stale["experiments"]["toy/transformer-base"]["train"]["lr"] = 0.003
     stale["experiments"]["toy/transformer-base"]["decode"]["beam"] = 4
-    assert recorded_settings.differences(stale) == [
+    assert recorded_settings_check.differences(stale) == [
         "toy/transformer-base: train.lr was 0.003, now 0.002",
         "toy/transformer-base: decode.beam was 4, now 5"]
 
@@ -47,5 +48,5 @@ def test_the_section_reads_back_what_it_records():
     recorded = recorded_settings.resolve(["config/config.yaml"], [("toy", "abnet-mask-predict")])
     text = "\n".join(["# Some results", "", "| a |", "|---|", "",
                       *recorded_settings.markdown(recorded, "On top of them: 60 epochs.")])
-    assert recorded_settings.read(text) == json.loads(json.dumps(recorded))
-    assert recorded_settings.read("# Some results\n") is None
+    assert recorded_settings_check.read(text) == json.loads(json.dumps(recorded))
+    assert recorded_settings_check.read("# Some results\n") is None

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+import recorded_settings_check
 import yaml
 from release_fixtures import SHARED_MULTI30K, Server, shared_multi30k_release
 from smoke import ROOT, snakemake
 
-from nmtbench.workflow import recorded_settings
 from nmtbench.workflow.config import check, load_config
 
 PROFILE = ROOT / "config" / "multi30k.yaml"
@@ -93,9 +93,9 @@ def test_the_profile_runs_on_real_data_within_the_hour(tmp_path):
     assert float(rows["Transformer"][1]) >= 30.0, rows["Transformer"]
     assert "| multi30k-de-en train.src |" in re.sub(r" +\|", " |", tables)  # the BERT's text
     # the settings it ran with: those results/multi30k.md records (the mirror is not named)
-    recorded = recorded_settings.read(tables)
+    recorded = recorded_settings_check.read(tables)
     assert recorded["configs"] == ["config/config.yaml", "config/multi30k.yaml"]
-    assert recorded == recorded_settings.read((ROOT / "results" / "multi30k.md").read_text())
+    assert recorded == recorded_settings_check.read((ROOT / "results" / "multi30k.md").read_text())
 
 
 @pytest.mark.slow

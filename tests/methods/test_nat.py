@@ -1,8 +1,6 @@
 """Non-autoregressive translation: the CMLM objective, mask-predict decoding, AB-Net's adapters
 and frozen BERTs, and the parameter counts of AB-Net's Table 1."""
 
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,9 +14,7 @@ from nmtbench.methods.cmlm import CMLM, ConditionalMaskedLM, sample_masks, targe
 from nmtbench.methods.transformer import EncoderDecoder, TransformerDecoder
 from nmtbench.models.contract import Batch, Model
 from nmtbench.models.mask_predict import mask_predict
-from nmtbench.workflow import config as nmtconfig
 
-ROOT = Path(__file__).resolve().parents[2]
 V = Vocab(size=12, pad=0, bos=2, eos=3, unk=1, mask=4)
 
 
@@ -306,13 +302,7 @@ def test_bert_dropout_replaces_the_checkpoints_own_in_both_berts(berts):
             assert torch.equal(a, b) == same
 
 
-# --- the paper's parameter counts (Table 1, WMT14 En-De) ------------------------------------
-
-@pytest.fixture(scope="module")
-def paper_plan():
-    cfg = nmtconfig.load_config([ROOT / "config" / "config.yaml", ROOT / "config" / "paper.yaml"])
-    return nmtconfig.check(cfg, ROOT / "config" / "schema.yaml", ROOT / "papers")
-
+# --- the paper's parameter counts (Table 1, WMT14 En-De; `paper_plan`: conftest.py) ---------
 
 @pytest.mark.parametrize("experiment, paper", [
     ("transformer-base", 74e6), ("abnet-mask-predict", 75e6), ("abnet", 67e6)])

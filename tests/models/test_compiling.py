@@ -4,7 +4,8 @@ training is meant to run) when there is one."""
 
 import pytest
 import torch
-from test_method_contract import BERT_VOCAB, build, tiny_batch
+from tiny_checkpoints import BERT_VOCAB
+from tiny_models import build, tiny_batch
 
 from nmtbench.devices import autocast
 from nmtbench.methods.transformer import DecoderLayer, EncoderLayer

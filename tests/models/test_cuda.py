@@ -12,16 +12,9 @@ import math
 
 import pytest
 import torch
-from test_method_contract import (
-    BERT_VOCAB,
-    CASE_IDS,
-    build,
-    eval_loss,
-    outputs,
-    tiny_batch,
-    train,
-)
+from tiny_checkpoints import BERT_VOCAB
 from tiny_checkpoints import TINY_TRANSFORMER as CFG
+from tiny_models import CASE_IDS, build, eval_loss, outputs, tiny_batch, train
 
 from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.fileio import read_lines

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import recorded_settings_check
 from fabricated_runs import (
     CURVE,
     DATASET,
@@ -38,7 +39,6 @@ from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.report import tables
 from nmtbench.report.tables import LIBRARIES, write_report
-from nmtbench.workflow import recorded_settings
 
 RUNS = f"results/runs/{DATASET}"
 BIG1 = f"{RUNS}/trm-big/seed1"
@@ -538,7 +538,7 @@ def test_settings_name_every_experiment_behind_the_numbers(tmp_path: Path,
                  configs=[tmp_path / "config" / "config.yaml", outside,
                           tmp_path / "config" / "config.yaml"])
     text = out.read_text(encoding="utf-8")
-    recorded = recorded_settings.read(text)
+    recorded = recorded_settings_check.read(text)
     assert recorded["configs"] == ["config/config.yaml"]
     assert f"not named below: {outside.name}." in section(text, "Settings")
     cells = sorted({f"{c.dataset}/{c.experiment}" for _, _, c in plan.table_cells(
