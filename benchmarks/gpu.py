@@ -292,7 +292,7 @@ class FixedWork(torch.nn.Module):
     def encode(self, src):
         self.steps = 0
         state = self.model.encode(src)
-        if self.model.algorithm == "mask_predict":
+        if self.model.decoding == "nat":
             lengths = torch.full_like(state["length_lprobs"], -1e4)
             lengths[:, OUTPUT - 1: OUTPUT - 1 + LENGTHS] = 0.0
             state = {**state, "length_lprobs": lengths}
@@ -322,7 +322,7 @@ def decoder(model: Model, device: torch.device):
 
     def decode(src: torch.Tensor) -> list[list[int]]:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            if model.algorithm == "beam":
+            if model.decoding == "at":
                 return beam_search(fixed, src.to(device), beam=BEAM, vocab=v, max_len_a=0,
                                    max_len_b=OUTPUT)
             return mask_predict(fixed, src.to(device), length_beam=LENGTHS,
@@ -360,7 +360,7 @@ def measure_decoding(models: dict[str, Model], device: torch.device, sentences: 
             lengths = {len(h) for h in decode(big)}
         sync(device)
         per_s = batches * BATCH / (time.perf_counter() - start)
-        out[name] = {"decoding": models[name].algorithm, **summarize(ms),
+        out[name] = {"decoding": models[name].decoding, **summarize(ms),
                      "model_calls_per_sentence": calls_per_sentence,
                      "sentences_per_s_batch64": per_s, "output_lengths": sorted(lengths)}
         models[name].to("cpu")
@@ -410,7 +410,7 @@ def markdown(result: dict) -> str:
     base = result["decoding"].get("transformer-base", {}).get("median")
     for name, r in result["decoding"].items():
         speedup = f"{base / r['median']:.2f}x" if base else "-"
-        search = (f"beam {BEAM}" if r["decoding"] == "beam"
+        search = (f"beam {BEAM}" if r["decoding"] == "at"
                   else f"mask-predict {LENGTHS}x{ITERATIONS}")
         lines.append(f"| {name} | {search} | {r['median']:.1f} | {r['p90']:.1f} | "
                      f"{r['model_calls_per_sentence']:.1f} | {r['sentences_per_s_batch64']:.1f}"

@@ -97,7 +97,7 @@ def measure_latency(run_dir: str | Path, src_path: str | Path, out_path: str | P
     times = per_item_ms(decoders, [[line] for line in lines], WARMUP, sync=sync)
     measured = lines[WARMUP:]
     records = [{"run": d.run_dir, provenance.TRAINED: provenance.training_digest(d.run_dir),
-                "decode": {"algorithm": d.model.algorithm, **d.search},
+                "decode": {"decoding": d.model.decoding, **d.search},
                 "latency_ms": summarize(t),
                 "throughput_sentences_per_s": d.throughput(measured, throughput_batch, sync)}
                for d, t in zip(decoders, times, strict=True)]

@@ -137,17 +137,17 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     the model decodes. `settings`: DecodeSettings fields, over its defaults. A line longer
     than the model's positions is an error naming it (`source`: where the lines are from)."""
     s = DecodeSettings.from_dict(settings)
-    if model.algorithm == "beam":
+    if model.decoding == "at":
         def search(src: torch.Tensor) -> list[list[int]]:
             return beam_search(model, src, vocab=vocab, beam=s.beam, max_len_a=s.max_len_a,
                                max_len_b=s.max_len_b, lenpen=s.lenpen,
                                lenpen_form=s.lenpen_form)
-    elif model.algorithm == "mask_predict":
+    elif model.decoding == "nat":
         def search(src: torch.Tensor) -> list[list[int]]:
             return mask_predict(model, src, length_beam=s.length_beam, iterations=s.iterations,
                                 vocab=vocab, lenpen=s.lenpen, lenpen_form=s.lenpen_form)
     else:
-        raise InputError(f"method decodes with {model.algorithm!r}, which is not available")
+        raise InputError(f"the model decodes {model.decoding!r}: it is never decoded")
     encoded = encode_sources(src_tok, lines, model.source_bos)
     limit = source_positions(model)
     for number, ids in enumerate(encoded, 1):
@@ -181,7 +181,7 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
 
 def search_settings(model: Model, settings: DecodeSettings) -> dict[str, Any]:
     """The decoding settings that apply to the model's search (the others are ignored)."""
-    return settings.search(parallel=model.algorithm == "mask_predict")
+    return settings.search(parallel=model.decoding == "nat")
 
 
 def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Path,
@@ -202,7 +202,7 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
                            source=str(src_path), **settings.as_dict())
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
-    return {"algorithm": model.algorithm, **search_settings(model, settings),
+    return {"decoding": model.decoding, **search_settings(model, settings),
             "batch_size": settings.batch_size,
             "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
                            else settings.checkpoint),

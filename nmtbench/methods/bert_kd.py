@@ -93,7 +93,7 @@ class BertKDTeacher(Model):
     """A BERT with its masked-LM head over `[CLS] x [SEP] y [SEP]`: `predict` gives the
     log-probs at every target position; `losses` is the C-MLM objective."""
 
-    algorithm = "none"
+    decoding = "none"
     source_bos = True
 
     def __init__(self, bert: nn.Module, settings: TeacherSettings, src_vocab: Vocab,

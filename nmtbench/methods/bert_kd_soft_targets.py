@@ -120,7 +120,7 @@ def dump(teacher: tuple[Any, Any, Any, dict[str, Any]], run_dir: str | Path,
     from safetensors.torch import save_file
 
     model, src_tok, tgt_tok, cfg = teacher
-    if getattr(model, "algorithm", None) != "none" or not hasattr(model, "predict"):
+    if getattr(model, "decoding", None) != "none" or not hasattr(model, "predict"):
         raise InputError(f"{run_dir}: not a teacher run (method {cfg.get('method')!r}; soft "
                          "targets come from a bert-kd-teacher run)")
     if top_k > model.tgt_vocab.size:

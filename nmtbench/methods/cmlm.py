@@ -66,7 +66,7 @@ class ConditionalMaskedLM(Model):
     and a decoder that sees every position: `decoder(tokens, encoded) -> logits`, the same
     as `decoder.project(decoder.states(tokens, encoded))`."""
 
-    algorithm = "mask_predict"
+    decoding = "nat"
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module, settings: SizedSettings,
                  src_vocab: Vocab, tgt_vocab: Vocab, source_bos: bool, max_length: int):

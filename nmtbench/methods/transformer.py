@@ -490,7 +490,7 @@ class EncoderDecoder(Model):
     `encoder(src) -> Encoded`; `decoder(tokens, encoded) -> logits` with
     `decoder.start` / `decoder.step` for incremental decoding (`TransformerDecoder`)."""
 
-    algorithm = "beam"
+    decoding = "at"
 
     def __init__(self, encoder: nn.Module, decoder: TransformerDecoder, settings: SizedSettings,
                  src_vocab: Vocab, tgt_vocab: Vocab, source_bos: bool):

@@ -1,4 +1,4 @@
-"""Autoregressive decoding shared by every `algorithm = "beam"` method.
+"""Autoregressive decoding shared by every method that decodes `at`.
 
 `beam_search` drives a model only through the contract's incremental hooks (`encode`,
 `decode_step`, `reorder_state`), so one implementation serves every autoregressive method and its

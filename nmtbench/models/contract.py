@@ -170,7 +170,9 @@ def mark_pretrained(module: nn.Module) -> nn.Module:
 class Model(nn.Module):
     """Base of every built model: what the trainer calls."""
 
-    algorithm: str  # what decodes it: "beam" (Autoregressive) or "mask_predict" (NonAutoregressive)
+    # how it decodes, in the config's words (`decoding`): "at" (beam search, Autoregressive),
+    # "nat" (mask-predict, NonAutoregressive) or "none" (never decoded: a teacher)
+    decoding: str
     source_bos: bool  # sources read as [CLS] x [SEP] (a BERT) or x [SEP] (fairseq)
     src_vocab: Vocab
     tgt_vocab: Vocab

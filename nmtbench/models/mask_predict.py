@@ -1,5 +1,5 @@
-"""Mask-predict decoding (Ghazvininejad et al. 2019) shared by every `algorithm = "mask_predict"`
-method, so CMLM, AB-Net and AB-Net-Enc are decoded by one implementation.
+"""Mask-predict decoding (Ghazvininejad et al. 2019) shared by every model that decodes
+`nat`, so CMLM, AB-Net and AB-Net-Enc are decoded by one implementation.
 
 The model is driven through three hooks: `encode(src)` returns a state whose
 "length_lprobs" (B, L) scores every target length, `predict(tokens, state)` returns log-probs

@@ -141,7 +141,7 @@ def test_back_translation_trains_on_the_reverse_runs_translations(smoke_run):
     synthetic = (smoke_run / bt_src).read_text().splitlines()
     assert bt.sentences == 400 and len(synthetic) == 400 < len(mono)
     record = json.loads((smoke_run / bt_src.replace(".txt", ".json")).read_text())
-    assert record["algorithm"] == "beam" and record["beam"] == 2  # the reverse run's settings
+    assert record["decoding"] == "at" and record["beam"] == 2  # the reverse run's settings
     text = (smoke_run / "results" / "tables.md").read_text()
     for experiment, n in (("abnet-bt-mask-predict-500k", 100), ("abnet-bt-mask-predict-2m", 400)):
         run, _ = run_dir(smoke_run, experiment)

@@ -216,7 +216,7 @@ def outputs(model: Model, batch: Batch) -> list[torch.Tensor]:
     with torch.no_grad():
         if isinstance(model, Autoregressive):
             return [F.log_softmax(model(batch.src, batch.tgt_in).float(), dim=-1)]
-        if model.algorithm == "none":  # a teacher: its predictions over the target
+        if model.decoding == "none":  # a teacher: its predictions over the target
             return [model.predict(batch.src, batch.tgt_out)]
         state = model.encode(batch.src)
         tokens = torch.cat([batch.tgt_in, batch.tgt_out[:, -1:]], dim=1)

@@ -47,7 +47,7 @@ class Scripted(Model):
     """Answers each `predict` call from a script: per call, {position: (token, prob)}; records
     the tokens it was given. Length log-probs are fixed per source row."""
 
-    algorithm = "mask_predict"
+    decoding = "nat"
 
     def __init__(self, length_lprobs: torch.Tensor, script: list[dict[int, tuple[int, float]]]):
         super().__init__()
@@ -270,12 +270,12 @@ def test_abnet_variants_train_what_they_should(berts):
     full = abnet(berts, freeze_bert=False)  # AB-Net FB: everything trains
     assert all(p.requires_grad for p in full.parameters())
     enc = abnet({"src_bert": berts["src_bert"]}, tgt_bert=None)  # AB-Net-Enc (NAT)
-    assert isinstance(enc, ConditionalMaskedLM) and enc.algorithm == "mask_predict"
+    assert isinstance(enc, ConditionalMaskedLM) and enc.decoding == "nat"
     assert isinstance(enc.decoder, TransformerDecoder) and not enc.decoder.causal
     assert all(p.requires_grad for p in enc.decoder.parameters())
     at = ABNet.build({"size": "tiny", "decoding": "at", "adapter_dim": 16, "tgt_bert": None,
                       "src_bert": berts["src_bert"]}, BERT_VOCAB, BERT_VOCAB, berts)
-    assert isinstance(at, EncoderDecoder) and at.algorithm == "beam"
+    assert isinstance(at, EncoderDecoder) and at.decoding == "at"
     assert isinstance(at.decoder, TransformerDecoder) and at.decoder.causal
     assert at.encoder.embed_lengths is None  # beam search: no LENGTH token
     assert not any(p.requires_grad for p in at.encoder.bert.parameters())

@@ -52,10 +52,10 @@ def test_every_method_trains_and_decodes_in_bf16_on_cuda(name, variant, tiny_ber
     assert all(p.dtype == torch.float32 for p in model.parameters()), "autocast cast weights"
     v = BERT_VOCAB
     with bf16():
-        if model.algorithm == "beam":
+        if model.decoding == "at":
             hyps = beam_search(model, batch.src, beam=2, vocab=v,
                                max_len_a=1.0, max_len_b=3)
-        elif model.algorithm == "mask_predict":
+        elif model.decoding == "nat":
             hyps = mask_predict(model, batch.src, length_beam=2, iterations=2, vocab=v)
         else:  # a teacher: no decoding of its own
             return

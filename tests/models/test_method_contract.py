@@ -55,8 +55,6 @@ from nmtbench.models.contract import (
 )
 from nmtbench.models.mask_predict import mask_predict
 
-DECODING_OF = {"at": "beam", "nat": "mask_predict", "none": "none"}  # setting -> Model.algorithm
-
 
 def frozen_names(model: Model) -> set[str]:
     """Every name (tied aliases too) of a parameter that does not train."""
@@ -78,7 +76,7 @@ def test_the_class_is_where_the_entry_says_and_its_settings_are_the_entry(name):
         f"{info.cls}: settings made from $defs.methods.{method.settings.method}, not {name}")
     assert method.settings.keys() == info.keys == {f.name for f in fields(method.settings)}
     assert method.decodings == info.decodings and method.checkpoint_roles == info.checkpoint_roles
-    assert set(method.decodings) <= set(DECODING_OF)
+    assert set(method.decodings) <= {"at", "nat", "none"}  # what translate and the rules know
     assert set(info.parent_runs) == set(method.parent_runs), (
         "the settings marked x-parent-run (the trainer's init_from included) are the ones the "
         "method says where to load")
@@ -130,7 +128,7 @@ def test_builds_the_model_class_and_protocol_of_its_decoding(name, variant, tiny
     assert isinstance(model.settings, method.settings)
     assert model.src_vocab == BERT_VOCAB and model.tgt_vocab == BERT_VOCAB
     assert isinstance(model.source_bos, bool)
-    assert model.algorithm == DECODING_OF[decoding]
+    assert model.decoding == decoding
     if decoding == "at":
         assert isinstance(model, method.autoregressive)
         assert isinstance(model, Autoregressive) and not isinstance(model, NonAutoregressive)
@@ -155,7 +153,7 @@ def test_output_shapes(name, variant, tiny_berts):
             state = model.encode(batch.src)
             assert all(t.size(0) == B for t in state.values())
             assert model.decode_step(batch.tgt_in[:, 0], state).shape == (B, V)
-        elif model.algorithm == "none":
+        elif model.decoding == "none":
             lprobs = model.predict(batch.src, batch.tgt_out)
             assert lprobs.shape == (B, T, V)
             torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones(B, T))
@@ -255,7 +253,7 @@ def test_decoding_hooks(name, variant, tiny_berts):
                                            full[:, t], rtol=0, atol=1e-5)
             hyps = beam_search(model, batch.src, beam=2, vocab=v,
                                max_len_a=1.0, max_len_b=3)
-        elif model.algorithm == "none":  # no decoding: each pair's predictions are its own
+        elif model.decoding == "none":  # no decoding: each pair's predictions are its own
             lprobs = model.predict(batch.src, batch.tgt_out)
             reordered = model.predict(batch.src[order], batch.tgt_out[order])
             real = batch.tgt_out[order] != v.pad
@@ -282,7 +280,7 @@ def test_source_positions_is_the_longest_source_the_pretrained_encoder_reads(nam
     Hugging Face's code: a source of that many tokens encodes, one more fails."""
     model = build(name, variant, tiny_berts).eval()
     limit = source_positions(model)
-    if model.algorithm == "none" or limit is None:  # never decoded, or no pre-trained encoder
+    if model.decoding == "none" or limit is None:  # never decoded, or no pre-trained encoder
         return
     v = BERT_VOCAB
 

@@ -166,7 +166,7 @@ def test_decode_translates_only_the_first_max_lines(toy_dir, toy_paths, tmp_path
 
     assert decode(7) == 0, capsys.readouterr().err[-2000:]
     assert len(out.read_text().splitlines()) == 7
-    assert json.loads(info.read_text())["algorithm"] == "beam"
+    assert json.loads(info.read_text())["decoding"] == "at"
     capsys.readouterr()
     assert decode(10**6) == 2
     assert capsys.readouterr().err.endswith(

@@ -66,9 +66,13 @@ class RunSharing:
         settings = self.train_settings(dataset, experiment)
         for role, side in self.checkpoint_roles(experiment).items():
             if role not in settings:
+                berts = self.side_berts(dataset, side)
+                bert = (f"name one of the BERTs pre-trained on that side, {', '.join(berts)}"
+                        if berts else "pre-train one BERT on that side: a 'pretraining' entry "
+                        f"of model bert, dataset {dataset}, side {side}")
                 raise InputError(f"{where}: experiment {experiment!r} on dataset {dataset!r} "
                                  f"names no {role} checkpoint (set it in the experiment, or "
-                                 f"'datasets.{dataset}.checkpoints.{side}')")
+                                 f"'datasets.{dataset}.checkpoints.{side}', or {bert})")
         spec = self.config["datasets"][dataset]
         if (settings.get("vocabulary") == "joint" and "joint" not in spec["vocab_size"]
                 and "joint" not in spec.get("checkpoints", {})):

@@ -1,5 +1,6 @@
-"""Each experiment's settings on a dataset: defaults, the dataset's checkpoints, the
-experiment's own, the dataset's overrides; its vocabularies, checkpoints and decoding."""
+"""Each experiment's settings on a dataset: defaults, the dataset's checkpoints (else the BERTs
+pre-trained on it), the experiment's own, the dataset's overrides; its vocabularies,
+checkpoints and decoding."""
 
 from __future__ import annotations
 
@@ -27,17 +28,36 @@ class ExperimentSettings:
         info = self.implemented.get(self.experiments[experiment]["method"])
         return info.checkpoint_roles if info is not None else {}
 
+    def side_checkpoint(self, dataset: str, side: str) -> str | None:
+        """What fills a checkpoint role of `side` (src, tgt, joint) that nothing names: the
+        dataset's `checkpoints.<side>`, else the one BERT pre-trained in the DAG on that side
+        of it (the toy world's toy-bert-src, toy-bert-tgt, toy-bert-joint), else None."""
+        named = self.config["datasets"][dataset].get("checkpoints", {})
+        if side in named:
+            return named[side]
+        berts = self.side_berts(dataset, side)
+        return berts[0] if len(berts) == 1 else None
+
+    def side_berts(self, dataset: str, side: str) -> list[str]:
+        """The `pretraining` entries of model bert on `side` of the dataset (a reversed
+        dataset's: its original's, sides swapped)."""
+        spec = self.config["datasets"][dataset]
+        if spec["kind"] == "reversed":
+            dataset, side = spec["of"], {"src": "tgt", "tgt": "src"}.get(side, side)
+        return [name for name, entry in self.config.get("pretraining", {}).items()
+                if (entry["model"], entry["dataset"], entry["side"]) == ("bert", dataset, side)]
+
     def train_settings(self, dataset: str, experiment: str, seed: int | None = None,
                        with_overrides: bool = True) -> dict[str, Any]:
         """defaults <- the dataset's checkpoints <- experiment <- the dataset's overrides for
-        its method and for it (<- seed). The dataset's checkpoint of a side fills a checkpoint
-        role of the method (`src_bert`, `tgt_bert`) that the experiment leaves open."""
+        its method and for it (<- seed). A checkpoint role of the method (`src_bert`,
+        `tgt_bert`) that the experiment leaves open is filled with its side's checkpoint
+        (`side_checkpoint`: the dataset's, else the BERT pre-trained on that side)."""
         spec = self.experiments[experiment]
         settings = dict(self.config["defaults"])
         roles = self.checkpoint_roles(experiment)
-        checkpoints = self.config["datasets"][dataset].get("checkpoints", {})
-        settings.update({role: checkpoints[side] for role, side in roles.items()
-                         if side in checkpoints})
+        filled = {role: self.side_checkpoint(dataset, side) for role, side in roles.items()}
+        settings.update({role: name for role, name in filled.items() if name is not None})
         settings.update({k: v for k, v in spec.items() if k not in NOT_TRAINING})
         if with_overrides:  # `decode` is decode_settings' part
             settings.update({k: v for k, v in self.overrides(dataset, experiment).items()
