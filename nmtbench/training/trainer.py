@@ -55,6 +55,14 @@ from nmtbench.workflow.train_settings import TrainConfig
 log = logging.getLogger(__name__)
 
 
+def trained_out(tc: TrainConfig, epoch: int, step: int) -> bool:
+    """Whether a run in `epoch` (or about to start it) with `step` updates made has had all
+    that `max_epochs` and `max_updates` allow: checked before training (a finished run resumes
+    to no updates), after every update and at each epoch's end. Patience is judged at an
+    epoch's end alone, from the validation loss."""
+    return epoch > tc.max_epochs or bool(tc.max_updates and step >= tc.max_updates)
+
+
 class Trainer:
     """Trains one run in `run_dir` with `cfg` (the resolved experiment config) on `paths`
     (corpora, tokenizers, pre-trained checkpoints, run inputs), or resumes it; on a GPU with
@@ -170,9 +178,8 @@ class Trainer:
                 self.files.save_epoch(finished_epoch, self._state(), improved,
                                       self.tc.keep_last_epochs)
         self.saved_step = self.step  # every process: each names it if training diverges
-        return (finished_epoch >= self.tc.max_epochs
-                or (self.tc.max_updates and self.step >= self.tc.max_updates)
-                or (self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
+        return (trained_out(self.tc, self.epoch, self.step)
+                or bool(self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
 
     def _batches(self, shuffle_seed: int | None = None) -> list[list[int]]:
         return self.train_data.batches(self.tc.max_tokens, shuffle_seed,
@@ -224,8 +231,7 @@ class Trainer:
             write_json(self.run_dir / "config.json", {"experiment": self.cfg,
                                                       "paths": self.paths.as_record(),
                                                       "inputs": self.inputs_digest})
-        done = self.epoch > self.tc.max_epochs or bool(
-            self.tc.max_updates and self.step >= self.tc.max_updates)
+        done = trained_out(self.tc, self.epoch, self.step)
         per_update = self.per_update
         with tqdm(total=self.total_updates, initial=self.step, desc=f"train {self.run_dir}",
                   unit="step", mininterval=5, disable=None if self.world.is_main else True) as bar:
@@ -246,7 +252,7 @@ class Trainer:
                             with self._saving():
                                 checkpoints.save(self.ckpt_dir / "last.pt", self._state())
                         self.saved_step = self.step
-                    if self.tc.max_updates and self.step >= self.tc.max_updates:
+                    if trained_out(self.tc, self.epoch, self.step):
                         break
                 done = self._end_epoch()
         summary = {"steps": self.step, "epochs": self.epoch - 1, "seconds": round(self.seconds, 2),
