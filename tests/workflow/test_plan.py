@@ -605,6 +605,75 @@ def test_default_config_plans_exactly_these_runs():
             } <= targets
 
 
+
+# --- checkpoint roles ----------------------------------------------------------------------
+
+def default_plan(**experiments):
+    """The real default config with `experiments` added, checked."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["experiments"] = experiments
+    return nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+
+
+def test_a_bert_role_nothing_names_is_the_bert_pre_trained_on_its_side():
+    """A new method's experiment needs no override on the toy world: a role that neither the
+    experiment nor the dataset's overrides name is the toy BERT of its side, and only the
+    methods that load a BERT read its vocabulary."""
+    plan = default_plan(ours={"method": "abnet"},
+                        ours_enc={"method": "abnet", "tgt_bert": None},
+                        ours_ctnmt={"method": "ctnmt", "distill_side": "decoder"})
+    assert plan.checkpoints("toy", "ours") == {"src_bert": "toy-bert-src",
+                                               "tgt_bert": "toy-bert-tgt"}
+    assert plan.vocabulary("toy", "ours", "tgt") == ("toy-bert-tgt", "tgt")
+    assert plan.checkpoints("toy", "ours_enc") == {"src_bert": "toy-bert-src"}  # null: none
+    assert plan.checkpoints("toy", "ours_ctnmt") == {"src_bert": "toy-bert-src",  # overrides
+                                                     "tgt_bert": "toy-bert-tgt"}  # filled
+    assert plan.checkpoints("toy", "transformer-tiny") == {}
+    assert plan.vocabulary("toy", "transformer-tiny", "src") == (None, "src")
+    # the joint BERT fills a joint role; a reversed dataset's sides are its original's, swapped
+    assert plan.side_checkpoint("toy", "joint") == "toy-bert-joint"
+    assert plan.checkpoints("toy-reverse", "ours_enc") == {"src_bert": "toy-bert-tgt"}
+    # Multi30k's German BERT, pre-trained on its source side, and none on its target side
+    assert plan.checkpoints("multi30k-de-en", "ours") == {"src_bert": "m30k-bert-de"}
+
+
+def test_what_names_a_bert_wins_over_the_bert_pre_trained_on_its_side():
+    """The experiment, then the dataset's overrides, win; the dataset's `checkpoints.<side>`
+    is the default before any BERT pre-trained on that side."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["experiments"] = {"ours": {"method": "abnet", "src_bert": "bert-base-cased"}}
+    cfg["datasets"]["toy"]["checkpoints"] = {"tgt": "bert-base-uncased"}
+    cfg["datasets"]["toy"]["overrides"]["ours"] = {"src_bert": "toy-bert-joint"}
+    plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert plan.checkpoints("toy", "ours") == {"src_bert": "toy-bert-joint",
+                                               "tgt_bert": "bert-base-uncased"}
+    del cfg["datasets"]["toy"]["overrides"]["ours"]
+    plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert plan.checkpoints("toy", "ours")["src_bert"] == "bert-base-cased"
+
+
+@pytest.mark.parametrize("pretraining, hint", [
+    ({"toy-bert-tgt2": {"model": "bert", "dataset": "toy", "side": "tgt"}},
+     "name one of the BERTs pre-trained on that side, toy-bert-tgt, toy-bert-tgt2"),
+    ({"toy-bert-tgt": None},
+     "pre-train one BERT on that side: a 'pretraining' entry of model bert, dataset toy, "
+     "side tgt"),
+])
+def test_a_role_no_single_bert_fills_says_what_to_set(pretraining, hint):
+    """Two BERTs on the side are no default; without one, the message says how to make one."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["experiments"] = {"ours": {"method": "abnet"}}
+    cfg["pretraining"].update(pretraining)
+    cfg["pretraining"] = {name: entry for name, entry in cfg["pretraining"].items() if entry}
+    cfg["tables"] = ["ctnmt2020.table1"]  # one that reads no target-side BERT
+    plan = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert "tgt_bert" not in plan.checkpoints("toy", "ours")
+    with pytest.raises(InputError) as err:
+        plan.run_cell("toy", "ours", "here")
+    assert str(err.value) == (
+        "here: experiment 'ours' on dataset 'toy' names no tgt_bert checkpoint (set it in the "
+        f"experiment, or 'datasets.toy.checkpoints.tgt', or {hint})")
+
 def test_planning_the_dag_leaves_torch_and_transformers_unloaded():
     """Snakemake plans the DAG in every process it starts (on a cluster: twice per job), so the
     modules the workflow imports load torch and transformers only where a model is built."""
