@@ -35,7 +35,7 @@ rule decode:
 
 # Sequence-level knowledge distillation (Kim & Rush 2016): the teacher's translations of the
 # training sources, with its own decoding settings, replace the targets NAT runs train on
-# where the dataset sets `seq_kd` (rules/train.smk).
+# where the dataset sets `sequence_distillation` (rules/train.smk).
 use rule decode as distill with:
     input:
         summary=layout.TRAIN_SUMMARY,

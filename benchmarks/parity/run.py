@@ -66,7 +66,7 @@ class Parity:
 # Seeds far apart: fairseq reseeds dropout with seed + update and shuffles epoch e with seed +
 # e (the harness shuffles with seed + e too), so seeds 1 and 2 share most of their random
 # streams, shifted by one; apart by more than a run's updates, they share none. Multi30k's
-# Mask-Predict trains on the Transformer's translations (seq_kd): not compared here.
+# Mask-Predict trains on the Transformer's translations (sequence_distillation): not compared here.
 DATASETS = {
     "toy": Parity(("config/config.yaml",), "toy",
                   {"transformer": "transformer-base", "cmlm": "abnet-mask-predict"},

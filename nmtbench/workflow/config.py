@@ -267,8 +267,8 @@ def _check_casing(config: dict[str, Any], plan: Plan, dataset: str, run: str,
 
 # What a reversed dataset does not take over from the one it reverses: how that one is made,
 # and what is trained on it (overrides may name one side's checkpoints).
-NOT_REVERSED = {"kind", "world", "seq_kd", "back_translation", "published_back_translations",
-                "compound_split", "overrides"}
+NOT_REVERSED = {"kind", "world", "sequence_distillation", "back_translation",
+                "published_back_translations", "compound_split", "overrides"}
 
 
 def resolve_reversed(datasets: dict[str, Any]) -> None:

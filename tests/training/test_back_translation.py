@@ -30,7 +30,7 @@ def test_a_reversed_dataset_swaps_sides_and_keeps_its_own_keys():
     datasets = {
         "de-en": {"kind": "iwslt14", "src_lang": "de", "tgt_lang": "en", "lowercase": True,
                   "detok_lang": "en", "vocab_size": {"src": 100, "tgt": 200},
-                  "checkpoints": {"src": "german-bert"}, "seq_kd": "t",
+                  "checkpoints": {"src": "german-bert"}, "sequence_distillation": "t",
                   "overrides": {"abnet": {"src_bert": "german-bert"}}},
         "en-de": {"kind": "reversed", "of": "de-en", "vocab_size": {"src": 7, "tgt": 8}},
     }

@@ -107,8 +107,8 @@ def _experiment(c, **settings):
      "config key 'datasets.toy.overrides.bert-magic': neither a method (abnet, bert-frozen, "
      "bert-fused, bert-init, bert-kd, bert-kd-teacher, cmlm, ctnmt, deep-fusion, rnn, "
      "transformer) nor an experiment with one"),
-    (lambda c: c["datasets"]["toy"].update({"seq_kd": "abnet-mask-predict"}),
-     "config key 'datasets.toy.seq_kd': 'abnet-mask-predict' is not an implemented "
+    (lambda c: c["datasets"]["toy"].update({"sequence_distillation": "abnet-mask-predict"}),
+     "config key 'datasets.toy.sequence_distillation': 'abnet-mask-predict' is not an implemented "
      "autoregressive experiment"),
     (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(sise="tiny"),
      "config key 'datasets.toy.overrides.transformer.sise' is not a setting of the trainer"),
@@ -124,9 +124,11 @@ def _experiment(c, **settings):
     (lambda c: c["pretraining"]["toy-gpt2-tgt"].update(model="t5"),
      "config key 'pretraining.toy-gpt2-tgt.model': 't5' is not one of ['bert', 'gpt2']"),
     (lambda c: (c.update(tables=["toyworld.table1"]),
-                c["datasets"]["toy"]["overrides"]["bert-init"].pop("src_bert")),
+                c["datasets"]["toy"]["overrides"]["bert-init"].pop("src_bert"),
+                c["pretraining"].update({"toy-bert-src2": {**c["pretraining"]["toy-bert-src"]}})),
      "toyworld.table1 column 'bleu': experiment 'bert-init-500' on dataset 'toy' names no "
-     "src_bert checkpoint (set it in the experiment, or 'datasets.toy.checkpoints.src')"),
+     "src_bert checkpoint (set it in the experiment, or 'datasets.toy.checkpoints.src', or name "
+     "one of the BERTs pre-trained on that side, toy-bert-src, toy-bert-src2)"),
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-init"].update(src_bert="/no/such/bert"),
      "run toy/bert-init, src_bert: checkpoint directory '/no/such/bert' does not exist"),
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-frozen"].update(freeze_bert="top"),

@@ -14,9 +14,9 @@ method: the toy world shrinks every Transformer to `tiny`). Two consequences kee
   only in beam or length penalty decode the same trained model twice instead of training it
   twice.
 
-A run may train with other runs' outputs (`RunInput`): a teacher's translations (`seq_kd`),
-a reverse model's back-translations (`bt_sentences`), another run's checkpoint (`init_from`,
-`features_from`).
+A run may train with other runs' outputs (`RunInput`): a teacher's translations
+(`sequence_distillation`), a reverse model's back-translations (`bt_sentences`), another run's
+checkpoint (`init_from`, `features_from`).
 
 Cells whose method is not implemented (or is `external`, quoted by the paper from other work)
 need no files; the report shows them as such.

@@ -1,6 +1,6 @@
 """Sequence-level knowledge distillation (Kim & Rush 2016): an autoregressive teacher's
 translations of the training set replace its targets for every non-autoregressive run on a
-dataset with `seq_kd`. The producing rule: `distill` (rules/decode.smk)."""
+dataset with `sequence_distillation`. The producing rule: `distill` (rules/decode.smk)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 
 def teacher(plan: Plan, dataset: str, experiment: str) -> Cell | None:
     """The run whose translations of the training set replace the experiment's targets."""
-    name = plan.config["datasets"][dataset].get("seq_kd")
+    name = plan.config["datasets"][dataset].get("sequence_distillation")
     if name is None or plan.decoding(dataset, experiment) != "nat":
         return None
-    return plan.run_cell(dataset, name, f"config key 'datasets.{dataset}.seq_kd'")
+    return plan.run_cell(dataset, name, f"config key 'datasets.{dataset}.sequence_distillation'")
 
 
 class SequenceDistillation(RunInputKind):
@@ -33,13 +33,13 @@ class SequenceDistillation(RunInputKind):
                                                  record=layout.DISTILLED_TARGETS_INFO)]
 
     def check_config(self, plan: Plan) -> None:
-        """A dataset's `seq_kd` is an implemented autoregressive experiment there."""
+        """A dataset's `sequence_distillation` is an implemented autoregressive experiment there."""
         for dataset, spec in plan.config["datasets"].items():
-            name = spec.get("seq_kd")
+            name = spec.get("sequence_distillation")
             if name is not None and (name not in plan.experiments or plan.status(name) != "ok"
                                      or plan.decoding(dataset, name) != "at"):
-                raise InputError(f"config key 'datasets.{dataset}.seq_kd': {name!r} is not an "
-                                 "implemented autoregressive experiment")
+                raise InputError(f"config key 'datasets.{dataset}.sequence_distillation': "
+                                 f"{name!r} is not an implemented autoregressive experiment")
 
     def load_data(self, data: Data, inputs: Mapping[str, str]) -> None:
         data.replace_targets(inputs["distilled_targets"])
