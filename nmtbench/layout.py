@@ -17,7 +17,8 @@ MONOLINGUAL = "data/{dataset}/monolingual/mono.tgt"  # a real dataset's, to back
 MONOLINGUAL_MANIFEST = MONOLINGUAL + ".manifest.json"
 TOKENIZER_DIR = "data/{dataset}/tokenizer/{side}"
 TOKENIZER = TOKENIZER_DIR + "/tokenizer_config.json"  # marks a trained WordPiece
-CHECKPOINT_CONFIG = "{directory}/config.json"  # marks a complete pre-trained checkpoint
+HF_CONFIG_NAME = "config.json"  # a Hugging Face checkpoint's: marks a complete one
+CHECKPOINT_CONFIG = "{directory}/" + HF_CONFIG_NAME
 PRETRAINED_ROOT = "data/pretrained"  # hub snapshots and the checkpoints pre-trained here
 PRETRAINED_DIR = PRETRAINED_ROOT + "/{pretrained}"
 PRETRAINED = CHECKPOINT_CONFIG.format(directory=PRETRAINED_DIR)

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from transformers import PretrainedConfig
 
+from nmtbench import layout
 from nmtbench.data.tokenization import Vocab, load_tokenizer, vocab_of
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
@@ -42,10 +43,10 @@ def checkpoint_architecture(plan: Plan, name: str) -> str | PretrainedConfig:
     pretraining = plan.config.get("pretraining", {})
     directory = checkpoint_dir(name, pretraining)
     trimmed = plan.config.get("trimmed", {})
-    if name in trimmed and not (Path(directory) / "config.json").is_file():
+    if name in trimmed and not (Path(directory) / layout.HF_CONFIG_NAME).is_file():
         original = model_config(checkpoint_architecture(plan, trimmed[name]["checkpoint"]))
         return original.__class__(**{**original.to_dict(), "vocab_size": trimmed[name]["size"]})
-    if (Path(directory) / "config.json").is_file() or name not in pretraining:
+    if (Path(directory) / layout.HF_CONFIG_NAME).is_file() or name not in pretraining:
         return directory if Path(directory).is_dir() else name
     spec = pretraining[name]
     return architecture(PretrainConfig.from_dict(pretrain_settings(spec)),

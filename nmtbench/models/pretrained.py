@@ -24,6 +24,7 @@ from torch import nn
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
     from transformers import PretrainedConfig
 
+from nmtbench import layout
 from nmtbench.errors import InputError, one_line
 from nmtbench.fileio import atomic_directory
 from nmtbench.workflow.pretrained_names import HUB_NAME
@@ -64,7 +65,7 @@ def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
     if isinstance(name_or_dir, PretrainedConfig):
         return name_or_dir
     path = Path(name_or_dir)
-    if (path / "config.json").is_file():
+    if (path / layout.HF_CONFIG_NAME).is_file():
         try:
             return AutoConfig.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError) as err:
@@ -108,7 +109,7 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
     if not weights:
         return auto.from_config(model_config(name_or_dir), **kwargs)
     path = Path(name_or_dir)
-    if not (path / "config.json").is_file():
+    if not (path / layout.HF_CONFIG_NAME).is_file():
         raise InputError(f"checkpoint {name_or_dir!r} is not on disk; snapshot it first "
                          f"(python -m nmtbench snapshot {path.name})")
     if not any(path.glob("*.safetensors")):
@@ -172,9 +173,9 @@ def snapshot(name: str, out: str | Path) -> Path:
         raise InputError(f"checkpoint {name!r} is not a hub name (NAME or ORGANISATION/NAME)")
     out = Path(out)
     try:
-        with atomic_directory(out, "config.json") as tmp:
+        with atomic_directory(out, layout.HF_CONFIG_NAME) as tmp:
             snapshot_download(repo_id=name, local_dir=tmp, allow_patterns=SNAPSHOT_PATTERNS)
-            if not (tmp / "config.json").is_file():
+            if not (tmp / layout.HF_CONFIG_NAME).is_file():
                 raise InputError(f"checkpoint {name!r}: the hub repository has no config.json")
             if not any(tmp.glob("*.safetensors")):
                 raise InputError(f"checkpoint {name!r}: the hub repository has no safetensors "

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import torch
 
-from nmtbench import provenance
+from nmtbench import layout, provenance
 from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import read_jsonl, write_lines
 from nmtbench.models import checkpoints
@@ -52,8 +52,15 @@ class RunFiles:
 
     def __init__(self, run_dir: Path, is_main: bool):
         self.run_dir, self.is_main = run_dir, is_main
-        self.ckpt_dir = run_dir / "checkpoints"
-        self.log_path = run_dir / "train_log.jsonl"
+        self.ckpt_dir = run_dir / layout.CHECKPOINTS_NAME
+        self.log_path = run_dir / layout.TRAIN_LOG_NAME
+        self.config_path = run_dir / layout.RUN_CONFIG_NAME
+        self.summary_path = run_dir / layout.TRAIN_SUMMARY_NAME
+        self.last = self.checkpoint("last")  # what a restarted run resumes from
+
+    def checkpoint(self, name: str) -> Path:
+        """A checkpoint's path: best, last."""
+        return self.ckpt_dir / layout.CHECKPOINT_NAME.format(checkpoint=name)
 
     def log(self, step: int, epoch: int, record: dict[str, Any]) -> None:
         if self.is_main:
@@ -73,7 +80,7 @@ class RunFiles:
         """last.pt, verified, of this config and these inputs. Damaged, there is nothing to fall
         back on: an epoch checkpoint holds no optimizer state, and resuming one with a fresh
         optimizer would make another run than the config describes."""
-        last = self.ckpt_dir / "last.pt"
+        last = self.last
         try:
             state = checkpoints.load(last)
         except InputError as err:
@@ -95,12 +102,13 @@ class RunFiles:
         kept) and best.pt hold the weights alone (read for decoding and averaging). Weights
         gone non-finite raise FloatingPointError (checkpoints.save refuses them)."""
         weights = {k: v for k, v in state.items() if k != "optimizer"}
-        checkpoints.save(self.ckpt_dir / f"epoch{epoch}.pt", weights)
+        epoch_file = layout.EPOCH_CHECKPOINT_NAME.format(epoch=epoch)
+        checkpoints.save(self.ckpt_dir / epoch_file, weights)
         for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[:-keep_last]:
             checkpoints.remove(old)
         if improved:
-            checkpoints.save(self.ckpt_dir / "best.pt", weights)
-        checkpoints.save(self.ckpt_dir / "last.pt", state)
+            checkpoints.save(self.checkpoint("best"), weights)
+        checkpoints.save(self.last, state)
 
     def remove_earlier_training(self) -> None:
         """What an earlier training left here without a last.pt to resume (its log, best and
@@ -108,8 +116,9 @@ class RunFiles:
         its curves and checkpoint averages."""
         if not self.is_main:
             return
-        earlier = [p for p in (self.log_path, *self.ckpt_dir.glob("*.pt"),
-                               *self.ckpt_dir.glob(f"*.pt{checkpoints.CHECKSUM_SUFFIX}"))
+        saved = layout.CHECKPOINT_NAME.format(checkpoint="*")
+        earlier = [p for p in (self.log_path, *self.ckpt_dir.glob(saved),
+                               *self.ckpt_dir.glob(saved + checkpoints.CHECKSUM_SUFFIX))
                    if p.exists()]
         for path in earlier:
             path.unlink()

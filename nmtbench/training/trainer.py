@@ -121,7 +121,7 @@ class Trainer:
 
     def _resume(self) -> None:
         state = self.files.load_last(self.cfg, self.inputs_digest, self.world.size)
-        self.model.load_checkpoint_state(state["model"], str(self.ckpt_dir / "last.pt"))
+        self.model.load_checkpoint_state(state["model"], str(self.files.last))
         self.optimizer.load_state_dict(state["optimizer"])
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
@@ -148,7 +148,7 @@ class Trainer:
 
     def _diverged(self, step: int, what: str) -> FloatingPointError:
         """The one-line stop: what went wrong at which update, and what a rerun resumes."""
-        where = (f"the last good checkpoint is {self.ckpt_dir / 'last.pt'} (step "
+        where = (f"the last good checkpoint is {self.files.last} (step "
                  f"{self.saved_step})" if self.saved_step is not None
                  else "no checkpoint was saved before it: training again starts over")
         return FloatingPointError(f"training diverged at step {step}: {what}; {where}")
@@ -223,14 +223,14 @@ class Trainer:
             distributed.leave(self.world, finished)
 
     def _run(self) -> dict[str, Any]:
-        if (self.ckpt_dir / "last.pt").exists():
+        if self.files.last.exists():
             self._resume()
         else:
             self._start_fresh()
         if self.world.is_main:  # only once the checkpoint is known to be this config's
-            write_json(self.run_dir / "config.json", {"experiment": self.cfg,
-                                                      "paths": self.paths.as_record(),
-                                                      "inputs": self.inputs_digest})
+            write_json(self.files.config_path, {"experiment": self.cfg,
+                                                "paths": self.paths.as_record(),
+                                                "inputs": self.inputs_digest})
         done = trained_out(self.tc, self.epoch, self.step)
         per_update = self.per_update
         with tqdm(total=self.total_updates, initial=self.step, desc=f"train {self.run_dir}",
@@ -250,7 +250,7 @@ class Trainer:
                     if self.step % self.tc.save_interval_updates == 0:
                         if self.world.is_main:
                             with self._saving():
-                                checkpoints.save(self.ckpt_dir / "last.pt", self._state())
+                                checkpoints.save(self.files.last, self._state())
                         self.saved_step = self.step
                     if trained_out(self.tc, self.epoch, self.step):
                         break
@@ -260,5 +260,5 @@ class Trainer:
                    "params": self.model.num_params(), "train_pairs": len(self.train_data),
                    "processes": self.world.size, "inputs": self.inputs_digest}
         if self.world.is_main:
-            write_json(self.run_dir / "train_summary.json", summary)
+            write_json(self.files.summary_path, summary)
         return summary

@@ -24,7 +24,7 @@ def checkpoint_dir(name: str, pretraining: dict[str, Any] | None = None) -> str:
         path = Path(name).expanduser()
         if not path.is_dir():
             raise InputError(f"checkpoint directory {name!r} does not exist")
-        if not (path / "config.json").is_file():
+        if not (path / layout.HF_CONFIG_NAME).is_file():
             raise InputError(f"checkpoint directory {name!r} holds no config.json: not a "
                              "Hugging Face checkpoint (save_pretrained writes one)")
         return str(path)
