@@ -20,7 +20,7 @@ import torch
 
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.fileio import read_lines
-from nmtbench.models.pretrained import load_model
+from nmtbench.parts.pretrained import load_model
 
 
 @torch.no_grad()

@@ -8,7 +8,7 @@ every file) and now (no frozen pre-trained weights; Adam's moments in last.pt on
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.methods import get_method
-from nmtbench.models.pretrained import model_config
+from nmtbench.parts.pretrained import model_config
 
 SETTINGS = {"method": "abnet", "size": "base", "src_bert": "bert-base-cased",
             "tgt_bert": "bert-base-german-cased", "adapter_dim": 2048, "decoding": "nat"}

@@ -48,10 +48,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from nmtbench.evaluation.latency import per_item_ms, summarize
 from nmtbench.evaluation.params import build_model
 from nmtbench.fileio import write_json
-from nmtbench.models.batches import Bitext
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.contract import Model, adamw
-from nmtbench.models.mask_predict import mask_predict
+from nmtbench.parts.batches import Bitext
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.contract import Model, adamw
+from nmtbench.parts.mask_predict import mask_predict
 from nmtbench.provenance import git_commit
 from nmtbench.training.distributed import World
 from nmtbench.training.update import Updater

@@ -33,7 +33,7 @@ if [[ $parts == *" benchmark "* ]]; then
 fi
 if [[ $parts == *" tests "* ]]; then
     timeout "$(left tests)" python3 -m pytest -q -p no:cacheprovider -p no:hydra_pytest \
-        -n 4 -m "slow or not slow" tests/models/test_cuda.py tests/models/test_compiling.py \
+        -n 4 -m "slow or not slow" tests/parts/test_cuda.py tests/parts/test_compiling.py \
         2>&1 | tail -30 | tee "$out/cuda-tests.log"
 fi
 if [[ $parts == *" host-overhead "* ]]; then

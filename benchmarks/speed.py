@@ -35,9 +35,9 @@ from nmtbench.data.tokenization import encode_sources
 from nmtbench.evaluation.translate import load_run_model
 from nmtbench.export.fsmt import to_ctranslate2, to_fsmt
 from nmtbench.fileio import read_lines, write_json
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.losses import label_smoothed_nll
-from nmtbench.models.mask_predict import mask_predict
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.losses import label_smoothed_nll
+from nmtbench.parts.mask_predict import mask_predict
 from nmtbench.provenance import git_commit
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer

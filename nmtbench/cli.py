@@ -467,7 +467,7 @@ def _check_arguments(sub: argparse._SubParsersAction) -> None:
 
 def cmd_snapshot(args: argparse.Namespace) -> None:
     from nmtbench import layout
-    from nmtbench.models.pretrained import snapshot
+    from nmtbench.parts.pretrained import snapshot
 
     out = snapshot(args.name, args.out or layout.PRETRAINED_DIR.format(pretrained=args.name))
     logging.info("checkpoint %s saved to %s", args.name, out)
@@ -481,7 +481,7 @@ def _snapshot_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_trim(args: argparse.Namespace) -> None:
-    from nmtbench.models.trim import trim_checkpoint
+    from nmtbench.parts.trim import trim_checkpoint
 
     summary = trim_checkpoint(args.checkpoint, args.corpus, args.size, args.out)
     logging.info("checkpoint %s trimmed to %d of %d pieces (%.2f%% of the corpus pieces kept): "

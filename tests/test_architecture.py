@@ -24,7 +24,7 @@ LAYERS = {
     "data": ("nmtbench.data",),
     "workflow": ("nmtbench.workflow",),
     "report": ("nmtbench.report",),
-    "models": ("nmtbench.models",),
+    "parts": ("nmtbench.parts",),
     "methods": ("nmtbench.methods",),
     "evaluation": ("nmtbench.evaluation",),
     "training": ("nmtbench.training",),

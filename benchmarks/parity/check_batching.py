@@ -1,4 +1,4 @@
-"""Run with fairseq's Python: do `nmtbench.models.batches.token_batches` and fairseq's
+"""Run with fairseq's Python: do `nmtbench.parts.batches.token_batches` and fairseq's
 `batch_by_size` make the same batches? Random lengths, budgets and batch-size multiples; prints a
 JSON summary.
 
@@ -14,7 +14,7 @@ import numpy as np
 from fairseq.data import data_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from nmtbench.models.batches import token_batches  # noqa: E402
+from nmtbench.parts.batches import token_batches  # noqa: E402
 
 CASES = 500
 rng = random.Random(0)

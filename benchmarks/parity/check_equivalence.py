@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from nmtbench.data.tokenization import Vocab  # noqa: E402
 from nmtbench.methods.transformer import Transformer, TransformerSettings, sinusoids  # noqa: E402
-from nmtbench.models.contract import Batch  # noqa: E402
+from nmtbench.parts.contract import Batch  # noqa: E402
 
 
 def fairseq_names(cfg) -> dict[str, str]:

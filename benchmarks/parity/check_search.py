@@ -6,7 +6,7 @@ find fairseq's translations? Prints a JSON summary.
 
 The checkpoint's weights are copied into the harness's Transformer built in fairseq's layout
 (check_equivalence.py); each test batch is then translated by fairseq's SequenceGenerator and
-by `nmtbench.models.beam_search`, and the two outputs compared token for token. A BLEU gap
+by `nmtbench.parts.beam_search`, and the two outputs compared token for token. A BLEU gap
 between the systems' own runs that this check does not show comes from training, not search.
 """
 
@@ -24,7 +24,7 @@ from check_equivalence import fairseq_names  # noqa: E402
 
 from nmtbench.data.tokenization import Vocab  # noqa: E402
 from nmtbench.methods.transformer import Transformer, TransformerSettings, sinusoids  # noqa: E402
-from nmtbench.models.beam_search import beam_search  # noqa: E402
+from nmtbench.parts.beam_search import beam_search  # noqa: E402
 
 
 def main() -> None:

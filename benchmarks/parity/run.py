@@ -162,7 +162,7 @@ def fairseq_train_args(settings: dict[str, Any], arch: str) -> list[str]:
 def fairseq_generate_args(decode: DecodeSettings, arch: str) -> list[str]:
     if arch == CMLM:
         # fairseq counts refinement steps after the first prediction: 10 passes = 9 refinements;
-        # like nmtbench.models.mask_predict it stops early once a pass changes nothing
+        # like nmtbench.parts.mask_predict it stops early once a pass changes nothing
         return [*USER_DIR, "--task", "translation_lev",
                 "--iter-decode-max-iter", str(decode.iterations - 1),
                 "--iter-decode-with-beam", str(decode.length_beam),
@@ -396,7 +396,7 @@ def report(results: list[dict[str, Any]], models: list[str], epochs: dict[str, i
              "vocabularies.", ""]
     if setup.get("batching"):
         b = setup["batching"]
-        lines += ["Batching: `nmtbench.models.batches.token_batches` and fairseq's "
+        lines += ["Batching: `nmtbench.parts.batches.token_batches` and fairseq's "
                   f"`batch_by_size` made different batches in {b['mismatches']} of {b['cases']} "
                   "random cases (`check_batching.py`).", ""]
     if setup.get("equivalence"):

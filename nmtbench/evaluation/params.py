@@ -1,5 +1,5 @@
 """Parameter counts from configs alone: the model an experiment builds on a dataset, with
-random weights and no download (checkpoint architectures come from `nmtbench.models.pretrained`)."""
+random weights and no download (checkpoint architectures come from `nmtbench.parts.pretrained`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from nmtbench import layout
 from nmtbench.data.tokenization import Vocab, load_tokenizer, vocab_of
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
-from nmtbench.models.contract import Model
-from nmtbench.models.pretrained import UnknownArchitecture, architecture, model_config
+from nmtbench.parts.contract import Model
+from nmtbench.parts.pretrained import UnknownArchitecture, architecture, model_config
 from nmtbench.workflow.config import pretrain_settings
 from nmtbench.workflow.plan import Plan
 from nmtbench.workflow.pretrain_settings import PretrainConfig

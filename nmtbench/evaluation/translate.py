@@ -17,10 +17,10 @@ from nmtbench.devices import hardware_name, resolve_device
 from nmtbench.errors import InputError, TooLong, retrain
 from nmtbench.fileio import read_lines, write_lines
 from nmtbench.methods import get_method
-from nmtbench.models import checkpoints
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.contract import Model
-from nmtbench.models.mask_predict import mask_predict
+from nmtbench.parts import checkpoints
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.contract import Model
+from nmtbench.parts.mask_predict import mask_predict
 from nmtbench.records import read_record
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow.decode_settings import DecodeSettings

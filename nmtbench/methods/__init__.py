@@ -12,7 +12,7 @@ from nmtbench.errors import InputError
 from nmtbench.workflow.method_registry import registered_methods
 
 if TYPE_CHECKING:
-    from nmtbench.models.contract import Method
+    from nmtbench.parts.contract import Method
 
 
 def get_method(name: str) -> type[Method]:

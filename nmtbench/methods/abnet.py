@@ -9,7 +9,7 @@
   (d_Adec = 768 for base). The BERT's own masked-LM head predicts the tokens.
 - Only the adapters and the length embeddings train (`freeze_bert: true`); the BERTs'
   embeddings, layers and heads stay as pre-trained. Trained with the CMLM objective and decoded
-  with mask-predict (`nmtbench.methods.cmlm`, `nmtbench.models.mask_predict`).
+  with mask-predict (`nmtbench.methods.cmlm`, `nmtbench.parts.mask_predict`).
 
 Variants, all settings of this one method (the paper's ablations are experiments in config):
 - `tgt_bert: null`: AB-Net-Enc, the source side as above with a Transformer decoder of `size`
@@ -55,8 +55,8 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Method, mark_pretrained, method_settings
-from nmtbench.models.pretrained import check_vocab, load_model
+from nmtbench.parts.contract import Method, mark_pretrained, method_settings
+from nmtbench.parts.pretrained import check_vocab, load_model
 
 LENGTH_CLASSES = 1024
 BERT_INITS = ("pretrained", "random")

@@ -12,7 +12,7 @@ key/value projections (fairseq's kdim/vdim) when the decoder is narrower.
 - `embeddings`: the BERT's last layer replaces the source embeddings of a standard NMT
   encoder of `encoder_layers` layers, which trains (`002` Table 1, ELMo-style).
 
-`freeze_bert` is a policy of `nmtbench.models.pretrained.freeze`: `none` for bert-init, `all` for
+`freeze_bert` is a policy of `nmtbench.parts.pretrained.freeze`: `none` for bert-init, `all` for
 bert-frozen, or anything in between (`embeddings`, `below-top-K`).
 
 Details the papers leave open, and what we chose:
@@ -43,8 +43,8 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Method, mark_pretrained, method_settings
-from nmtbench.models.pretrained import check_vocab, freeze, load_model
+from nmtbench.parts.contract import Method, mark_pretrained, method_settings
+from nmtbench.parts.pretrained import check_vocab, freeze, load_model
 
 OUTPUT_AS = ("encoder", "embeddings")
 

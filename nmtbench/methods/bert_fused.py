@@ -75,8 +75,8 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import Method, mark_pretrained, method_settings
-from nmtbench.models.pretrained import check_vocab, freeze, load_model
+from nmtbench.parts.contract import Method, mark_pretrained, method_settings
+from nmtbench.parts.pretrained import check_vocab, freeze, load_model
 
 FEATURES = ("bert", "random")
 FUSIONS = ("attention", "add")

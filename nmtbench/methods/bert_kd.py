@@ -47,8 +47,8 @@ from nmtbench.methods.bert_kd_soft_targets import dump as dump_soft_targets
 from nmtbench.methods.bert_kd_soft_targets import load as load_soft_targets
 from nmtbench.methods.rnn import rnn_parts
 from nmtbench.methods.transformer import EncoderDecoder, Transformer, TransformerSettings
-from nmtbench.models.batches import Bitext
-from nmtbench.models.contract import (
+from nmtbench.parts.batches import Bitext
+from nmtbench.parts.contract import (
     Batch,
     Losses,
     Method,
@@ -60,7 +60,7 @@ from nmtbench.models.contract import (
     mark_pretrained,
     method_settings,
 )
-from nmtbench.models.pretrained import check_vocab, load_model
+from nmtbench.parts.pretrained import check_vocab, load_model
 
 OBJECTIVES = ("cmlm", "l2r")
 STUDENTS = ("transformer", "rnn")

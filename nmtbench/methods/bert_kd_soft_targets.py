@@ -31,7 +31,7 @@ from tqdm import tqdm
 from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_path, write_json
-from nmtbench.models.batches import Bitext
+from nmtbench.parts.batches import Bitext
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ Training (`losses`): the target [BOS] y [EOS] has k tokens of y replaced by [MAS
 in 1..|y| and the positions uniform among y's; label-smoothed cross-entropy on the masked tokens
 (term `tokens`) plus 0.1 x the length NLL (term `length`; 0.1 is the weight of the Mask-Predict
 and AB-Net criteria, `loss_weights.length`), divided by the number of masked tokens. Decoding:
-`nmtbench.models.mask_predict`. `ConditionalMaskedLM` is this objective over any encoder that
+`nmtbench.parts.mask_predict`. `ConditionalMaskedLM` is this objective over any encoder that
 predicts lengths and any non-causal decoder: every parallel-decoding method's model.
 
 Details the paper leaves to us, and what we chose (from the public Mask-Predict and AB-Net
@@ -40,8 +40,8 @@ from nmtbench.methods.transformer import (
     fairseq_init,
     reorder,
 )
-from nmtbench.models.contract import Batch, Losses, Method, Model, Progress, method_settings
-from nmtbench.models.losses import compiled_smoothed_nll, smoothed_nll_of_logits
+from nmtbench.parts.contract import Batch, Losses, Method, Model, Progress, method_settings
+from nmtbench.parts.losses import compiled_smoothed_nll, smoothed_nll_of_logits
 
 
 def target_sequence(batch: Batch, bos: int) -> torch.Tensor:

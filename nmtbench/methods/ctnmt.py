@@ -75,7 +75,7 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import (
+from nmtbench.parts.contract import (
     Batch,
     Losses,
     Method,
@@ -85,7 +85,7 @@ from nmtbench.models.contract import (
     mark_pretrained,
     method_settings,
 )
-from nmtbench.models.pretrained import check_vocab, load_model, model_config
+from nmtbench.parts.pretrained import check_vocab, load_model, model_config
 
 TEACHERS = ("bert", "gpt2")
 

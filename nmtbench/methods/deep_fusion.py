@@ -90,7 +90,7 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.contract import (
+from nmtbench.parts.contract import (
     Batch,
     Losses,
     Method,
@@ -98,7 +98,7 @@ from nmtbench.models.contract import (
     mark_pretrained,
     method_settings,
 )
-from nmtbench.models.pretrained import check_vocab, load_model
+from nmtbench.parts.pretrained import check_vocab, load_model
 
 LOSSES = ("t", "twp", "tsp", "mlm")
 

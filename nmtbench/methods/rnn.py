@@ -29,7 +29,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods.transformer import Encoded, EncoderDecoder
-from nmtbench.models.contract import Method, MethodSettings, method_settings
+from nmtbench.parts.contract import Method, MethodSettings, method_settings
 
 PARAM_INIT = 0.1  # OpenNMT-py's -param_init
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError, TooLong
-from nmtbench.models.contract import (
+from nmtbench.parts.contract import (
     Batch,
     Losses,
     Method,
@@ -39,7 +39,7 @@ from nmtbench.models.contract import (
     Progress,
     method_settings,
 )
-from nmtbench.models.losses import compiled_smoothed_nll, smoothed_nll_of_logits
+from nmtbench.parts.losses import compiled_smoothed_nll, smoothed_nll_of_logits
 
 
 @dataclass

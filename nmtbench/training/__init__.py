@@ -1,2 +1,2 @@
 """Training: the shared loop every method trains through, batches, checkpoints, data-parallel
-processes, toy-world pre-training and the soft targets a teacher gives a student."""
+processes, toy-world pre-training, and the run inputs (other runs' outputs) taken in."""

@@ -31,9 +31,9 @@ from nmtbench import layout
 from nmtbench.data.tokenization import load_tokenizer, vocab_of
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
-from nmtbench.models.batches import token_batches
-from nmtbench.models.contract import adamw, bert_decay_groups
-from nmtbench.models.pretrained import architecture
+from nmtbench.parts.batches import token_batches
+from nmtbench.parts.contract import adamw, bert_decay_groups
+from nmtbench.parts.pretrained import architecture
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers

@@ -16,7 +16,7 @@ import torch
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import read_jsonl, write_lines
-from nmtbench.models import checkpoints
+from nmtbench.parts import checkpoints
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import resumable
 

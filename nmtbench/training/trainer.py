@@ -41,8 +41,8 @@ from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import write_json
 from nmtbench.methods import get_method
-from nmtbench.models import checkpoints
-from nmtbench.models.contract import Model, adamw
+from nmtbench.parts import checkpoints
+from nmtbench.parts.contract import Model, adamw
 from nmtbench.run_paths import RunPaths
 from nmtbench.training import distributed
 from nmtbench.training.run_files import RunFiles, hold

@@ -8,8 +8,8 @@ import logging
 from functools import cached_property
 from typing import Any
 
-from nmtbench.models.batches import Bitext, read_back_translations
-from nmtbench.models.contract import Model
+from nmtbench.parts.batches import Bitext, read_back_translations
+from nmtbench.parts.contract import Model
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow.train_settings import TrainConfig
 

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from nmtbench.devices import autocast
-from nmtbench.models.batches import Bitext
-from nmtbench.models.contract import Model, ParamGroup, Progress
+from nmtbench.parts.batches import Bitext
+from nmtbench.parts.contract import Model, ParamGroup, Progress
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import TrainConfig, learning_rate
 

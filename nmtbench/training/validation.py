@@ -11,8 +11,8 @@ from nmtbench.devices import autocast
 from nmtbench.evaluation.metrics import multi_bleu_perl
 from nmtbench.evaluation.translate import translate_lines
 from nmtbench.fileio import read_lines
-from nmtbench.models.batches import Bitext
-from nmtbench.models.contract import Model
+from nmtbench.parts.batches import Bitext
+from nmtbench.parts.contract import Model
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import TrainConfig

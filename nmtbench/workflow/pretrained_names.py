@@ -1,5 +1,5 @@
 """Pre-trained checkpoint names and the directories they stand for, without torch: planning
-resolves them (nmtbench/models/pretrained.py loads what is there)."""
+resolves them (nmtbench/parts/pretrained.py loads what is there)."""
 
 from __future__ import annotations
 

@@ -303,7 +303,7 @@ def test_real_iwslt14_valid_set_normalised_and_wordpieced_in_order(tmp_path):
     """fairseq's 7283 valid pairs (tokenized, escaped) get the recipe's normalisation (escapes
     undone, lowercase) and bert-base-uncased's WordPiece, every line kept and in order."""
     from nmtbench.data.tokenization import decode, load_tokenizer
-    from nmtbench.models.batches import Bitext
+    from nmtbench.parts.batches import Bitext
 
     checkpoint = tmp_path / "bert-base-uncased"  # the vocabulary files of a hub snapshot
     checkpoint.mkdir()

@@ -85,7 +85,7 @@ def test_the_worked_example_adds_a_method_in_three_places(project, tmp_path):
 
     # the method contract finds it through its schema entry alone (one case per decoding)
     contract = run(project, ["python", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-                             "tests/models/test_method_contract.py", "-k", "bert-slow"])
+                             "tests/parts/test_method_contract.py", "-k", "bert-slow"])
     assert contract.returncode == 0, contract.stdout[-3000:]
     assert re.search(r"\b(\d+) passed", contract.stdout).group(1) != "0"
 

@@ -35,7 +35,7 @@ from nmtbench import cli, layout
 from nmtbench.data.tokenization import train_wordpiece
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_text
-from nmtbench.models import checkpoints
+from nmtbench.parts import checkpoints
 from nmtbench.provenance import file_digest
 from nmtbench.report import figures
 from nmtbench.report.results import Results

@@ -13,7 +13,7 @@ import pytest
 import torch
 from smoke import ROOT, SMOKE, run_dir, snakemake
 
-from nmtbench.models import checkpoints
+from nmtbench.parts import checkpoints
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model
 from nmtbench.export.fsmt import EXPORTED, export_run, to_ctranslate2
 from nmtbench.fileio import read_lines
-from nmtbench.models.batches import Bitext
-from nmtbench.models.beam_search import beam_search
+from nmtbench.parts.batches import Bitext
+from nmtbench.parts.beam_search import beam_search
 from nmtbench.training.trainer import Trainer
 
 CFG = {"method": "transformer", "size": "tiny", "d_model": 64, "ffn_dim": 128, "n_heads": 4,

@@ -2,7 +2,7 @@
 cases (`CASES`: one tiny experiment config per model a method can build), `build` one on tiny
 BERTs (the fixture `tiny_berts`, conftest.py), a `tiny_batch` in its source format, a few Adam
 steps (`train`), its loss in eval mode (`eval_loss`) and what decoding reads of it (`outputs`).
-tests/models/test_method_contract.py checks each case; the compiling and CUDA tests run the same
+tests/parts/test_method_contract.py checks each case; the compiling and CUDA tests run the same
 models."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from tiny_checkpoints import BERT_VOCAB, TINY_BERTS
 
 from nmtbench.methods import get_method
-from nmtbench.models.contract import Autoregressive, Batch, Model, Progress
+from nmtbench.parts.contract import Autoregressive, Batch, Model, Progress
 from nmtbench.workflow.method_registry import registered_methods
 
 METHODS = registered_methods()

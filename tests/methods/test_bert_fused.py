@@ -13,7 +13,7 @@ from tiny_checkpoints import BERT_VOCAB, save_tiny_bert
 import nmtbench.methods.bert_fused as bert_fused
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
-from nmtbench.models.contract import Batch
+from nmtbench.parts.contract import Batch
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 2,
          "decoder_layers": 2, "dropout": 0.0, "max_positions": 64}

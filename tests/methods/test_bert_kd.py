@@ -26,8 +26,8 @@ from nmtbench.evaluation.translate import load_run_model
 from nmtbench.methods import bert_kd_soft_targets as soft_targets
 from nmtbench.methods import get_method
 from nmtbench.methods.bert_kd import SOFT_IDS, SOFT_LOGPROBS, joined
-from nmtbench.models.batches import Bitext
-from nmtbench.models.contract import Batch
+from nmtbench.parts.batches import Bitext
+from nmtbench.parts.contract import Batch
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow.run_inputs.soft_targets import teachers

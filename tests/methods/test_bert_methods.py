@@ -11,7 +11,7 @@ from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
 from nmtbench.methods.bert_encoder import BertFrozen, BertInit
-from nmtbench.models.contract import Batch
+from nmtbench.parts.contract import Batch
 
 TGT = Vocab(size=23, pad=0, bos=1, eos=2, unk=3, mask=4)
 # decoder narrower (16) than the BERT (32): cross-attention projects the BERT width

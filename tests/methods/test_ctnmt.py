@@ -13,7 +13,7 @@ from tiny_checkpoints import BERT_VOCAB, save_byte_level_gpt2, save_tiny_bert, s
 
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
-from nmtbench.models.contract import Batch, Progress
+from nmtbench.parts.contract import Batch, Progress
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
          "decoder_layers": 1, "dropout": 0.0, "max_positions": 64}

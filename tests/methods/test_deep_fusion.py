@@ -12,7 +12,7 @@ from nmtbench.data.tokenization import Vocab
 from nmtbench.errors import InputError
 from nmtbench.methods import get_method
 from nmtbench.methods.deep_fusion import bag_of_words, bert_masking, corrupt, tsp_negatives
-from nmtbench.models.contract import Batch
+from nmtbench.parts.contract import Batch
 
 SMALL = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "dropout": 0.0,
          "max_positions": 64}

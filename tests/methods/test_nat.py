@@ -12,8 +12,8 @@ from nmtbench.evaluation.params import count_parameters
 from nmtbench.methods.abnet import ABNet, CrossAttentionAdapter, FFNAdapter, adapter_layers
 from nmtbench.methods.cmlm import CMLM, ConditionalMaskedLM, sample_masks, target_sequence
 from nmtbench.methods.transformer import EncoderDecoder, TransformerDecoder
-from nmtbench.models.contract import Batch, Model
-from nmtbench.models.mask_predict import mask_predict
+from nmtbench.parts.contract import Batch, Model
+from nmtbench.parts.mask_predict import mask_predict
 
 V = Vocab(size=12, pad=0, bos=2, eos=3, unk=1, mask=4)
 

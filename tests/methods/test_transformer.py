@@ -19,8 +19,8 @@ from nmtbench.methods.transformer import (
     embedding,
     fairseq_init,
 )
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.contract import Batch
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.contract import Batch
 
 SRC = Vocab(size=17, pad=0, bos=1, eos=2, unk=3, mask=4)
 TGT = Vocab(size=19, pad=0, bos=1, eos=2, unk=3, mask=4)
@@ -283,6 +283,6 @@ def test_overfits_a_copy_task() -> None:
     assert nlls[0] > 2.0  # about log(12) at the start
     assert nlls[-1] < 0.01
     # greedy: a sentence stops once `beam` hypotheses have finished (fairseq's rule, see
-    # nmtbench.models.beam_search), which low-scoring ones can do before this very sure model's copy
+    # nmtbench.parts.beam_search), which low-scoring ones can do before this very sure model's copy
     out = beam_search(model, batch.src, beam=1, vocab=vocab)
     assert out == seqs

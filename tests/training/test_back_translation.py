@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from nmtbench.errors import InputError
-from nmtbench.models.batches import read_back_translations
+from nmtbench.parts.batches import read_back_translations
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow import config as nmtconfig
 from nmtbench.workflow.run_inputs import back_translation

@@ -10,7 +10,7 @@ import pytest
 import torch
 from train_cli import train_arguments
 
-from nmtbench.models import checkpoints
+from nmtbench.parts import checkpoints
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 

@@ -10,7 +10,7 @@ from transformers import AutoModel, AutoTokenizer, BertModel, GPT2Model
 
 from nmtbench.data.tokenization import load_tokenizer, train_wordpiece
 from nmtbench.errors import InputError
-from nmtbench.models.pretrained import load_model
+from nmtbench.parts.pretrained import load_model
 from nmtbench.training.pretraining import Batcher, PretrainConfig, heldout_scores, pretrain
 
 TINY = {"d_model": 32, "ffn_dim": 64, "n_heads": 2, "layers": 2, "max_positions": 64,

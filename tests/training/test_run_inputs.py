@@ -14,8 +14,8 @@ from tiny_checkpoints import save_tiny_bert, write_bert_corpus
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model, translate_lines
-from nmtbench.models import checkpoints
-from nmtbench.models.batches import Bitext
+from nmtbench.parts import checkpoints
+from nmtbench.parts.batches import Bitext
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow import run_inputs

@@ -9,7 +9,7 @@ import torch
 from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
 from nmtbench.errors import InputError
-from nmtbench.models import checkpoints
+from nmtbench.parts import checkpoints
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr

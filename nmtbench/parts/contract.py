@@ -7,9 +7,9 @@ Two halves, so that no class carries hooks it cannot honour:
   checkpoint roles it loads, the decodings it accepts, and `build`, which composes a model;
 - a `Model` is what `build` returns: an encoder and a decoder module joined by one of two
   shared classes, `nmtbench.methods.transformer.EncoderDecoder` (autoregressive: the
-  `Autoregressive` hooks that `nmtbench.models.beam_search.beam_search` drives) or
+  `Autoregressive` hooks that `nmtbench.parts.beam_search.beam_search` drives) or
   `nmtbench.methods.cmlm.ConditionalMaskedLM` (parallel: the `NonAutoregressive` hooks of
-  `nmtbench.models.mask_predict`). A method that needs its own objective, optimiser groups or warm
+  `nmtbench.parts.mask_predict`). A method that needs its own objective, optimiser groups or warm
   start subclasses one of them and overrides `losses`, `param_groups` or `warm_start`.
 
 Per batch the trainer makes one forward (`losses`) and one backward, so data-parallel training

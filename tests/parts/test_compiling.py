@@ -9,8 +9,8 @@ from tiny_models import build, tiny_batch
 
 from nmtbench.devices import autocast
 from nmtbench.methods.transformer import DecoderLayer, EncoderLayer
-from nmtbench.models.contract import Progress
-from nmtbench.models.losses import compiled_smoothed_nll, smoothed_nll_of_logits
+from nmtbench.parts.contract import Progress
+from nmtbench.parts.losses import compiled_smoothed_nll, smoothed_nll_of_logits
 
 
 def compiled_modules(model):
@@ -29,7 +29,7 @@ def test_the_loss_of_logits_is_the_label_smoothed_loss_of_their_log_probabilitie
     logits = torch.randn(6, BERT_VOCAB.size, dtype=torch.bfloat16)
     target = torch.tensor([5, 9, 0, 7, 0, 11])
     lprobs = torch.log_softmax(logits.float(), dim=-1)
-    from nmtbench.models.losses import label_smoothed_nll
+    from nmtbench.parts.losses import label_smoothed_nll
 
     for got, want in zip(smoothed_nll_of_logits(logits, target, 0.1, 0),
                          label_smoothed_nll(lprobs, target, 0.1, 0), strict=True):

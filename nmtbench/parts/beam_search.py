@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from nmtbench.data.tokenization import Vocab
-from nmtbench.models.contract import Autoregressive, evaluating, without_grad
+from nmtbench.parts.contract import Autoregressive, evaluating, without_grad
 
 LENPEN_FORMS = ("fairseq", "gnmt")
 

@@ -14,7 +14,7 @@ from transformers import BertConfig, BertModel
 
 from nmtbench import cli
 from nmtbench.errors import InputError
-from nmtbench.models.pretrained import (
+from nmtbench.parts.pretrained import (
     KNOWN_CONFIGS,
     freeze,
     load_model,

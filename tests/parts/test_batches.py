@@ -4,7 +4,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from nmtbench.errors import InputError
-from nmtbench.models.batches import Bitext, read_parallel, token_batches
+from nmtbench.parts.batches import Bitext, read_parallel, token_batches
 
 
 def write(path, data: bytes):

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nmtbench.models.losses import label_smoothed_nll
+from nmtbench.parts.losses import label_smoothed_nll
 
 # One distribution over V = 4 classes, p = (0.1, 0.2, 0.3, 0.4).
 P = torch.tensor([0.1, 0.2, 0.3, 0.4])

@@ -1,6 +1,6 @@
 """The CUDA path, which CI (no GPU) cannot run: every method's model on the GPU, bf16 autocast
 in training, validation and decoding, and checkpoints moving between GPU and CPU. Skipped
-without a GPU; on one: `pytest tests/models/test_cuda.py`.
+without a GPU; on one: `pytest tests/parts/test_cuda.py`.
 
 A model whose code makes a tensor on the wrong device, or whose loss misbehaves in bf16, passes
 every CPU test; these catch it."""
@@ -19,8 +19,8 @@ from tiny_models import CASE_IDS, build, eval_loss, outputs, tiny_batch, train
 from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.fileio import read_lines
 from nmtbench.methods import bert_kd_soft_targets as soft_targets
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.mask_predict import mask_predict
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.mask_predict import mask_predict
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 

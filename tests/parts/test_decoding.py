@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from nmtbench.data.tokenization import Vocab
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.contract import Model
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.contract import Model
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 VOCAB = Vocab(size=7, pad=PAD, bos=BOS, eos=EOS, unk=5, mask=6)  # unk, mask: unused here
@@ -161,7 +161,7 @@ def test_a_bf16_search_casts_each_weight_once_not_at_every_step() -> None:
     from tiny_checkpoints import BERT_VOCAB
 
     from nmtbench.methods import get_method
-    from nmtbench.models.mask_predict import mask_predict
+    from nmtbench.parts.mask_predict import mask_predict
 
     small = {"size": "tiny", "d_model": 16, "ffn_dim": 32, "n_heads": 2, "encoder_layers": 1,
              "decoder_layers": 1, "max_positions": 64}

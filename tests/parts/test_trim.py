@@ -1,4 +1,4 @@
-"""nmtbench/models/trim.py: a checkpoint's vocabulary trimmed to the pieces a corpus uses."""
+"""nmtbench/parts/trim.py: a checkpoint's vocabulary trimmed to the pieces a corpus uses."""
 
 import json
 
@@ -8,8 +8,8 @@ from tiny_checkpoints import save_tiny_bert
 
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
-from nmtbench.models.pretrained import load_model
-from nmtbench.models.trim import SUMMARY, kept_ids, trim_checkpoint
+from nmtbench.parts.pretrained import load_model
+from nmtbench.parts.trim import SUMMARY, kept_ids, trim_checkpoint
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from __future__ import annotations
 import torch
 
 from nmtbench.data.tokenization import Vocab
-from nmtbench.models.beam_search import LENPEN_FORMS, length_penalty
-from nmtbench.models.contract import NonAutoregressive, evaluating, without_grad
+from nmtbench.parts.beam_search import LENPEN_FORMS, length_penalty
+from nmtbench.parts.contract import NonAutoregressive, evaluating, without_grad
 
 
 def mask_predict(model: NonAutoregressive, src: torch.Tensor, *, vocab: Vocab, length_beam: int,

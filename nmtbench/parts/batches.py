@@ -13,7 +13,7 @@ import torch
 from nmtbench.data.tokenization import encode_sources
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines
-from nmtbench.models.contract import Batch
+from nmtbench.parts.contract import Batch
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -1,4 +1,4 @@
-"""The method contract (`nmtbench.models.contract`): what every registered method must pass, as
+"""The method contract (`nmtbench.parts.contract`): what every registered method must pass, as
 Hugging Face's ModelTesterMixin is for its models.
 
 A method gets these tests by registering (its entry in config/schema.yaml): without variants of
@@ -43,8 +43,8 @@ from tiny_models import (
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import source_positions
 from nmtbench.methods import get_method
-from nmtbench.models.beam_search import beam_search
-from nmtbench.models.contract import (
+from nmtbench.parts.beam_search import beam_search
+from nmtbench.parts.contract import (
     Autoregressive,
     Method,
     MethodSettings,
@@ -53,7 +53,7 @@ from nmtbench.models.contract import (
     Progress,
     WarmStart,
 )
-from nmtbench.models.mask_predict import mask_predict
+from nmtbench.parts.mask_predict import mask_predict
 
 
 def frozen_names(model: Model) -> set[str]:

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
-from nmtbench.models.pretrained import load_model
+from nmtbench.parts.pretrained import load_model
 
 SUMMARY = "trim_summary.json"
 CHUNK = 10_000  # lines tokenized per call
