@@ -303,7 +303,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.analysis import paired_bootstrap
 
     result = paired_bootstrap(args.hyp, args.baseline, args.ref, args.out, samples=args.samples,
-                              seed=args.seed, lowercase=args.lowercase, score=args.score)
+                              seed=args.seed, lowercase=args.lowercase, score=args.score,
+                              compound_split=args.compound_split)
     logging.info("paired bootstrap of %s: %s (win ratio %.3f)", args.score, result["significance"],
                  result["win_ratio"])
 
@@ -321,13 +322,16 @@ def _bootstrap_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--lowercase", action="store_true")
     s.add_argument("--score", choices=BOOTSTRAP_SCORES, default="bleu",
                    help="what each resample scores (default: tokenized BLEU)")
+    s.add_argument("--compound-split", action="store_true",
+                   help="split hyphenated compounds before BLEU, as the cell's BLEU does")
     s.set_defaults(func=cmd_bootstrap)
 
 
 def cmd_buckets(args: argparse.Namespace) -> None:
     from nmtbench.evaluation.analysis import length_buckets
 
-    length_buckets(args.hyp, args.ref, args.out, cutoffs=args.cutoffs, lowercase=args.lowercase)
+    length_buckets(args.hyp, args.ref, args.out, cutoffs=args.cutoffs, lowercase=args.lowercase,
+                   compound_split=args.compound_split)
 
 
 def _buckets_arguments(sub: argparse._SubParsersAction) -> None:
@@ -338,6 +342,8 @@ def _buckets_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--cutoffs", type=POSITIVE, nargs="+", required=True,
                    help="increasing output lengths (tokens) where buckets end")
     s.add_argument("--lowercase", action="store_true")
+    s.add_argument("--compound-split", action="store_true",
+                   help="split hyphenated compounds before BLEU, as the cells' BLEU does")
     s.set_defaults(func=cmd_buckets)
 
 

@@ -11,6 +11,7 @@ rule bootstrap:
         layout.BOOTSTRAP,
     params:
         lowercase=lambda w: flag("--lowercase", dataset_spec(w)["lowercase"]),
+        compound_split=lambda w: flag("--compound-split", dataset_spec(w).get("compound_split")),
         samples=config["analysis"]["bootstrap_samples"],
     conda:
         "../envs/text.yaml"
@@ -19,7 +20,8 @@ rule bootstrap:
     shell:
         "python -m nmtbench bootstrap --hyp {input.hyp:q} --baseline {input.baseline:q} "
         "--ref {input.ref:q} --samples {params.samples:q} --seed {wildcards.seed:q} "
-        "--score {wildcards.score:q} {params.lowercase:q} --out {output:q} > {log:q} 2>&1"
+        "--score {wildcards.score:q} {params.lowercase:q} {params.compound_split:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule buckets:
@@ -30,6 +32,7 @@ rule buckets:
         layout.BUCKETS,
     params:
         lowercase=lambda w: flag("--lowercase", dataset_spec(w)["lowercase"]),
+        compound_split=lambda w: flag("--compound-split", dataset_spec(w).get("compound_split")),
         cutoffs=lambda w: w.cutoffs.split("-"),
     conda:
         "../envs/text.yaml"
@@ -37,4 +40,5 @@ rule buckets:
         "logs/analyze/{dataset}/{run}/seed{seed}.buckets.{split}.{tag}.{cutoffs}.log",
     shell:
         "python -m nmtbench buckets --hyp {input.hyp:q} --ref {input.ref:q} "
-        "--cutoffs {params.cutoffs:q} {params.lowercase:q} --out {output:q} > {log:q} 2>&1"
+        "--cutoffs {params.cutoffs:q} {params.lowercase:q} {params.compound_split:q} "
+        "--out {output:q} > {log:q} 2>&1"

@@ -1,6 +1,7 @@
 """compare-mt analyses of one system's output: paired bootstrap against a baseline (on BLEU or
 a ROUGE F1), and BLEU by output-length bucket. Both work on the tokenized text that tokenized
-BLEU and ROUGE score.
+BLEU and ROUGE score, as the cells score it: lowercased where the dataset is, and for BLEU with
+hyphenated compounds split where the dataset's tokenized BLEU splits them (WMT14 En-De).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from nmtbench import provenance
+from nmtbench.data.preprocess import split_compounds
 from nmtbench.errors import InputError
 from nmtbench.evaluation.metrics import ROUGE_KINDS, import_nltk, multi_bleu_perl, rouge_sentences
 from nmtbench.fileio import read_lines, write_json
@@ -22,13 +24,14 @@ from compare_mt.bucketers import LengthSentenceBucketer  # noqa: E402
 P_VALUE = 0.05
 
 
-def _corpus(path: str | Path, lowercase: bool) -> list[list[str]]:
-    lines = read_lines(path)
-    return [(line.lower() if lowercase else line).split() for line in lines]
+def _corpus(path: str | Path, lowercase: bool, compound_split: bool) -> list[list[str]]:
+    lines = [line.lower() if lowercase else line for line in read_lines(path)]
+    return [(split_compounds(line) if compound_split else line).split() for line in lines]
 
 
-def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool) -> list[list[list[str]]]:
-    corpora = [_corpus(p, lowercase) for p in (ref, *outs)]
+def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool,
+              compound_split: bool = False) -> list[list[list[str]]]:
+    corpora = [_corpus(p, lowercase, compound_split) for p in (ref, *outs)]
     for path, corpus in zip(outs, corpora[1:], strict=True):
         if len(corpus) != len(corpora[0]):
             raise InputError(f"{path} has {len(corpus)} lines but {ref} has {len(corpora[0])}")
@@ -80,9 +83,10 @@ SCORERS = {"bleu": ("BLEU (compare-mt, tokenized)", TokenizedBleu),
 
 def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out: str | Path, *,
                      samples: int, seed: int, lowercase: bool,
-                     score: str = "bleu") -> dict[str, Any]:
+                     score: str = "bleu", compound_split: bool = False) -> dict[str, Any]:
     """compare-mt's paired bootstrap (half-size resamples) of `score` (metric_registry's
-    BOOTSTRAP_SCORES): is `hyp` better than the baseline?
+    BOOTSTRAP_SCORES): is `hyp` better than the baseline? `compound_split` splits hyphenated
+    compounds before BLEU, as the dataset's tokenized BLEU does (ROUGE is scored without).
 
     p_better is the share of resamples where the system does not beat the baseline; a cell is
     marked significantly better when it is below 0.05 (and worse, symmetrically).
@@ -90,7 +94,9 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
     if score not in SCORERS:
         raise InputError(f"bootstrap score {score!r}: expected one of {', '.join(SCORERS)}")
     label, scorer = SCORERS[score]
-    ref_c, hyp_c, base_c = _parallel(ref, hyp, baseline, lowercase=lowercase)
+    compound_split = compound_split and score == "bleu"
+    ref_c, hyp_c, base_c = _parallel(ref, hyp, baseline, lowercase=lowercase,
+                                     compound_split=compound_split)
     np.random.seed(seed)  # compare-mt samples with numpy's global generator
     wins, stats = sign_utils.eval_with_paired_bootstrap(
         ref_c, [hyp_c, base_c], None, scorer(), compare_directions=[(0, 1)],
@@ -100,6 +106,8 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
         "samples": samples,
         "score": score,
         "metric": label,
+        "lowercase": lowercase,
+        "compound_split": compound_split,
         "win_ratio": better,
         "loss_ratio": worse,
         "p_better": 1 - better,
@@ -116,20 +124,21 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
 
 
 def length_buckets(hyp: str | Path, ref: str | Path, out: str | Path, *, cutoffs: list[int],
-                   lowercase: bool) -> dict[str, Any]:
+                   lowercase: bool, compound_split: bool = False) -> dict[str, Any]:
     """BLEU per output-length bucket, with compare-mt's bucket boundaries and labels.
 
     compare-mt's length bucketer measures the reference; the papers bucket by the length of the
     generated output, so the output is what is measured here. Each bucket's BLEU is the tables'
-    tokenized BLEU (multi-bleu.perl), so a bucket of every sentence equals the table cell.
+    tokenized BLEU (multi-bleu.perl), compounds split where the cell splits them, so a bucket
+    of every sentence equals the table cell; lengths are of the output as written.
     """
     if any(a >= b for a, b in zip(cutoffs, cutoffs[1:], strict=False)):
         raise InputError(f"bucket cutoffs {list(cutoffs)}: each must be larger than the one "
                          "before (compare-mt labels and fills the buckets in that order)")
-    ref_c, hyp_c = _parallel(ref, hyp, lowercase=lowercase)
+    ref_c, hyp_c = _parallel(ref, hyp, lowercase=lowercase, compound_split=compound_split)
     bucketer = LengthSentenceBucketer(bucket_cutoffs=list(cutoffs))
     members: list[list[int]] = [[] for _ in bucketer.bucket_strs]
-    for i, words in enumerate(hyp_c):
+    for i, words in enumerate(_corpus(hyp, lowercase, compound_split=False)):
         members[bucketer.cutoff_into_bucket(len(words))].append(i)
     bleu = multi_bleu_perl(lowercase)
     buckets = []

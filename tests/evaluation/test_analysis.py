@@ -9,6 +9,7 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU
 
+from nmtbench.data.preprocess import split_compounds
 from nmtbench.errors import InputError
 from nmtbench.evaluation.analysis import RougeF1, length_buckets, paired_bootstrap
 from nmtbench.evaluation.metrics import bleu, rouge
@@ -308,3 +309,48 @@ def test_rouge_identical_text_is_100() -> None:
 def test_rouge_needs_parallel_lines() -> None:
     with pytest.raises(ValueError, match="hyps=1 refs=2"):
         rouge(["a"], ["a", "b"])
+
+
+# --- compound splitting (WMT14 En-De's tokenized BLEU) -----------------------------------------
+COMPOUND_REFS = [f"der ski-weltcup {w} beginnt in zell-am-see" for w in WORDS]
+COMPOUND_A = [f"der ski-weltcup {w} beginnt in zell" for w in WORDS]
+COMPOUND_B = [f"der ski-alpin {w} beginnt in zell-am-see" for w in WORDS]
+
+
+def test_the_bootstrap_splits_compounds_as_the_cell_does(tmp_path: Path) -> None:
+    """With `compound_split`, the bootstrap scores exactly the split text the cell's tokenized
+    BLEU scores (evaluate.py splits hypothesis and reference before BLEU), and ROUGE, which the
+    cell scores unsplit, stays unsplit."""
+    paths = {n: write(tmp_path / f"{n}.txt", lines) for n, lines in
+             (("ref", COMPOUND_REFS), ("a", COMPOUND_A), ("b", COMPOUND_B))}
+    split = {n: write(tmp_path / f"{n}.split.txt",
+                      [split_compounds(line) for line in p.read_text().splitlines()])
+             for n, p in paths.items()}
+
+    def run(given: dict[str, Path], name: str, compound_split: bool, score: str = "bleu"):
+        return paired_bootstrap(given["a"], given["b"], given["ref"], tmp_path / f"{name}.json",
+                                samples=100, seed=3, lowercase=False, score=score,
+                                compound_split=compound_split)
+
+    splitting, presplit = run(paths, "splitting", True), run(split, "presplit", False)
+    assert splitting["compound_split"] is True
+    assert splitting["system"] == presplit["system"]
+    assert splitting["baseline"] == presplit["baseline"]
+    assert splitting["system"] != run(paths, "whole", False)["system"]  # the split matters
+    rouge_run = run(paths, "rouge", True, score="rouge1")
+    assert rouge_run["compound_split"] is False
+    assert rouge_run["system"] == run(paths, "rouge-plain", False, score="rouge1")["system"]
+
+
+def test_buckets_split_compounds_for_bleu_but_measure_the_output_as_written(
+        tmp_path: Path) -> None:
+    hyp = write(tmp_path / "hyp.txt", COMPOUND_B)
+    ref = write(tmp_path / "ref.txt", COMPOUND_REFS)
+    # every output is 6 tokens as written (12 once split): all fall in the bucket below 8
+    result = length_buckets(hyp, ref, tmp_path / "b.json", cutoffs=[8], lowercase=False,
+                            compound_split=True)
+    split_h, split_r = ([split_compounds(x) for x in lines] for lines in (COMPOUND_B,
+                                                                           COMPOUND_REFS))
+    cell = bleu(split_h, split_r, COMPOUND_B, COMPOUND_REFS, lowercase=False)["tokenized"]
+    assert result["buckets"][0]["sentences"] == len(COMPOUND_B)
+    assert result["buckets"][0]["bleu"] == pytest.approx(cell)
