@@ -177,10 +177,11 @@ def method_names() -> frozenset[str]:
 
 
 def names_in(text: str, names: frozenset[str]) -> list[str]:
-    """The method names in `text` as whole words (`bert-kd` is not in `bert-kd-teacher`, nor
-    `transformer` in `transformers`)."""
-    words = "|".join(re.escape(name) for name in sorted(names))
-    return re.findall(rf"(?<![\w-])(?:{words})(?![\w-])", text)
+    """The method names in `text` as whole words, or starting a hyphenated one (an experiment
+    named after its method, `abnet-top6`): `bert-kd-teacher` is that method, not `bert-kd`
+    (the longest name is tried first), and `transformers` is no `transformer`."""
+    words = "|".join(re.escape(name) for name in sorted(names, key=lambda n: (-len(n), n)))
+    return re.findall(rf"(?<![\w-])(?:{words})(?!\w)", text)
 
 
 def method_module(imported: str, names: frozenset[str]) -> str | None:
@@ -250,6 +251,7 @@ def test_every_allowed_naming_is_still_there():
     ("def f(x):\n    return f'{x} abnet'\n", "abnet"),
     ("MODES = {'bert-kd-teacher': 2}\n", "bert-kd-teacher"),
     ("HELP = 'the teacher of bert-kd, when it runs'\n", "bert-kd"),
+    ("def f(x):\n    return f'abnet-{x}'\n", "abnet"),  # an experiment named after it
 ])
 def test_naming_a_method_is_found(source, named):
     assert [what for what, _ in named_methods(source, method_names())] == [named]
@@ -258,7 +260,7 @@ def test_naming_a_method_is_found(source, named):
 def test_docstrings_the_registry_and_longer_words_name_no_method():
     source = ('"""Like the transformer method."""\n'
               "from nmtbench.methods import get_method\n"
-              "import transformers\nLABEL = 'bert-kd-teachers, abnets'\n")
+              "import transformers\nLABEL = 'transformers, abnets, cmlm2'\n")
     assert named_methods(source, method_names()) == []
 
 
