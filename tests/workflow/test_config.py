@@ -495,8 +495,8 @@ def test_init_from_trains_the_parent_first_and_passes_its_checkpoint(cfg):
     ("transformer-tiny", "config key 'experiments.warm.init_from': 'transformer-tiny' is not "
      "of type 'object'"),
     ({"experiment": "warm"},
-     "config key 'experiments.warm.init_from.experiment': warm starts form a cycle "
-     "(warm -> warm)"),
+     "config key 'experiments.warm.init_from.experiment': runs learning from each other form a "
+     "cycle (warm -> warm)"),
 ])
 def test_a_bad_init_from_names_the_key(cfg, init_from, message):
     cfg["experiments"] = {"warm": {"method": "transformer", "init_from": init_from}}
@@ -537,8 +537,8 @@ def _loading(mutate):
      "config key 'defaults.init_from' is not read by method 'bert-kd-teacher'"),
     (_loading(lambda c: c["datasets"]["toy"].setdefault("overrides", {}).update(
         {"transformer-tiny": {"init_from": {"experiment": "transformer-tiny"}}})),
-     "config key 'datasets.toy.overrides.transformer-tiny.init_from.experiment': warm "
-     "starts form a cycle (transformer-tiny -> transformer-tiny)"),
+     "config key 'datasets.toy.overrides.transformer-tiny.init_from.experiment': runs "
+     "learning from each other form a cycle (transformer-tiny -> transformer-tiny)"),
 ])
 def test_runs_loaded_are_checked_wherever_written(cfg, mutate, message):
     mutate(cfg)
@@ -554,8 +554,8 @@ def test_a_chain_of_warm_starts_may_not_come_back(cfg):
         "b": {"method": "transformer", "init_from": {"experiment": "c"}},
         "c": {"method": "transformer", "init_from": {"experiment": "a"}},
     }
-    with pytest.raises(InputError, match=r"'experiments\.a\.init_from\.experiment': warm "
-                       r"starts form a cycle \(a -> b -> c -> a\)"):
+    with pytest.raises(InputError, match=r"'experiments\.a\.init_from\.experiment': runs "
+                       r"learning from each other form a cycle \(a -> b -> c -> a\)"):
         nmtconfig.check(cfg, SCHEMA)
 
 

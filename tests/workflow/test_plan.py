@@ -762,6 +762,21 @@ def test_a_cycle_through_features_from_is_one_line():
     cfg["experiments"] = {
         "loop-a": {"method": "bert-fused", "features_from": {"experiment": "loop-b"}},
         "loop-b": {"method": "bert-fused", "init_from": {"experiment": "loop-a"}}}
-    with pytest.raises(InputError, match=r"warm starts form a cycle \(loop-a -> loop-b -> "
-                                         r"loop-a\)"):
+    with pytest.raises(InputError, match=r"runs learning from each other form a cycle "
+                       r"\(loop-a -> loop-b -> loop-a\)"):
         nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+
+
+def test_a_cycle_through_sequence_distillation_is_one_line():
+    """The distillation teacher starts from a student that trains on its translations: the
+    config check says so, instead of Snakemake's cyclic graph when the DAG is built."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["experiments"] = {
+        "student": {"method": "cmlm"},
+        "teacher": {"method": "transformer", "init_from": {"experiment": "student"}}}
+    cfg["datasets"]["toy"]["sequence_distillation"] = "teacher"
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert str(err.value).endswith(
+        ": runs learning from each other form a cycle (teacher -> student -> teacher)")
+

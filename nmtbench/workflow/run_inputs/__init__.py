@@ -15,7 +15,7 @@ new kind is one module here, registered in `KINDS`, plus the rule writing its fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nmtbench.errors import InputError
@@ -40,34 +40,37 @@ def resolve(plan: Plan, dataset: str, experiment: str) -> dict[str, RunInput]:
     return {i.name: i for kind in KINDS for i in kind.resolve(plan, dataset, experiment)}
 
 
-def check_config(plan: Plan, where: Any) -> None:
-    """Every kind's own config checks; then, on every dataset, each run an experiment's
-    settings name (any kind's) is an implemented experiment there that can provide that kind,
-    and following them never comes back (an experiment cannot learn from itself, directly or
-    through a chain). `where(dataset, experiment, key)` says where a setting was written."""
+def check_config(plan: Plan, where: Callable[[str, str, str], str]) -> None:
+    """Every kind's own config checks; then each run an experiment's run learns from (any
+    kind's: a warm start's parent, a teacher, a distillation teacher, a reverse model) is an
+    implemented experiment on its dataset that can provide that kind, and following them never
+    comes back (a run cannot learn from itself, directly or through a chain, which Snakemake
+    would find only as a cyclic graph). `where(dataset, experiment, key)` says where a setting
+    was written."""
     for kind in KINDS:
         kind.check_config(plan)
 
-    def visit(dataset: str, experiment: str, chain: list[str], here: str | None) -> None:
+    def visit(node: tuple[str, str], chain: list[tuple[str, str]], here: str | None) -> None:
         for kind in KINDS:
-            for key, parent in kind.named_runs(plan, dataset, experiment).items():
-                # named at the first experiment's key: the chain starts there
-                at = here or f"{where(dataset, experiment, key)}.{key}.experiment'"
+            for at, dataset, parent in kind.learned_from(plan, *node, where):
+                at = here or at  # named at the first run's key: the chain starts there
                 if parent not in plan.experiments or plan.status(parent, dataset) != "ok":
                     raise InputError(f"{at}: {parent!r} is not an implemented experiment on "
                                      f"dataset {dataset!r}")
                 if problem := kind.incompatible(
                         plan.implemented[plan.experiments[parent]["method"]]):
                     raise InputError(f"{at}: {parent!r} {problem}")
-                if parent in chain:
-                    raise InputError(f"{at}: warm starts form a cycle "
-                                     f"({' -> '.join([*chain, parent])})")
-                visit(dataset, parent, [*chain, parent], at)
+                if (dataset, parent) in chain:
+                    cycle = [*chain[chain.index((dataset, parent)):], (dataset, parent)]
+                    names = [e if d == node[0] else f"{d}/{e}" for d, e in cycle]
+                    raise InputError(f"{at}: runs learning from each other form a cycle "
+                                     f"({' -> '.join(names)})")
+                visit((dataset, parent), [*chain, (dataset, parent)], at)
 
     for dataset in plan.config["datasets"]:
         for experiment in plan.experiments:
             if plan.status(experiment, dataset) == "ok":
-                visit(dataset, experiment, [experiment], None)
+                visit((dataset, experiment), [(dataset, experiment)], None)
 
 
 def by_kind(inputs: Mapping[str, str], parent_runs: Iterable[str],

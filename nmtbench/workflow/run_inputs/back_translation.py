@@ -6,7 +6,7 @@ dataset names the reverse run (`datasets.<d>.back_translation`); the producing r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,16 @@ class BackTranslated(RunInputKind):
                          values={"forward": dataset, "sentences": found.sentences},
                          record=layout.BACKTRANSLATE_INFO),
                 RunInput("bt_tgt", None, target_monolingual(plan, dataset))]
+
+    def learned_from(self, plan: Plan, dataset: str, experiment: str,
+                     where: Callable[[str, str, str], str]) -> list[tuple[str, str, str]]:
+        if not plan.train_settings(dataset, experiment).get("bt_sentences"):
+            return []
+        spec = plan.config["datasets"][dataset].get("back_translation")
+        if spec is None:  # said when the plan resolves the run's inputs
+            return []
+        return [(f"config key 'datasets.{dataset}.back_translation.model'", spec["reverse"],
+                 spec["model"])]
 
     def check_config(self, plan: Plan) -> None:
         for dataset, spec in plan.config["datasets"].items():

@@ -88,8 +88,16 @@ class RunInputKind:
 
     def named_runs(self, plan: Plan, dataset: str, experiment: str) -> dict[str, str]:
         """The experiment's settings that name a providing run of this kind on the same
-        dataset, with the experiment each names (the config check follows them for cycles)."""
+        dataset, with the experiment each names."""
         return {}
+
+    def learned_from(self, plan: Plan, dataset: str, experiment: str,
+                     where: Callable[[str, str, str], str]) -> list[tuple[str, str, str]]:
+        """The (dataset, experiment) runs the experiment's run on `dataset` learns from through
+        this kind, each with the config key naming it, as a message's prefix (`where` says
+        where a setting was written); the config check follows them for cycles."""
+        return [(f"{where(dataset, experiment, key)}.{key}.experiment'", dataset, parent)
+                for key, parent in self.named_runs(plan, dataset, experiment).items()]
 
     def incompatible(self, parent: MethodInfo) -> str | None:
         """Why a run of the method `parent` cannot provide this kind (None: it can)."""

@@ -4,7 +4,7 @@ dataset with `sequence_distillation`. The producing rule: `distill` (rules/decod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from nmtbench import layout
@@ -31,6 +31,13 @@ class SequenceDistillation(RunInputKind):
         return [] if cell is None else [RunInput("distilled_targets", cell,
                                                  layout.DISTILLED_TARGETS,
                                                  record=layout.DISTILLED_TARGETS_INFO)]
+
+    def learned_from(self, plan: Plan, dataset: str, experiment: str,
+                     where: Callable[[str, str, str], str]) -> list[tuple[str, str, str]]:
+        cell = plan.config["datasets"][dataset].get("sequence_distillation")
+        if cell is None or plan.decoding(dataset, experiment) != "nat":
+            return []
+        return [(f"config key 'datasets.{dataset}.sequence_distillation'", dataset, cell)]
 
     def check_config(self, plan: Plan) -> None:
         """A dataset's `sequence_distillation` is an implemented autoregressive experiment there."""
