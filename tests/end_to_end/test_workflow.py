@@ -147,7 +147,7 @@ def test_back_translation_trains_on_the_reverse_runs_translations(smoke_run):
         run, _ = run_dir(smoke_run, experiment)
         config = json.loads((run / "config.json").read_text())
         assert config["experiment"]["bt_sentences"] == n
-        assert config["paths"]["inputs"]["bt_src"] == bt.file("toy", 1)
+        assert config["paths"]["inputs"]["bt_src"] == bt_src
         assert config["paths"]["inputs"]["bt_tgt"] == "data/toy/prepared/mono.tgt"
         kept = sum(1 for line in synthetic[:n] if line.strip())
         assert f"training on {kept} back-translated pairs" in (
