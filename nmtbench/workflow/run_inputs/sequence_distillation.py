@@ -15,12 +15,18 @@ if TYPE_CHECKING:
     from nmtbench.workflow.plan import Cell, Plan
 
 
-def teacher(plan: Plan, dataset: str, experiment: str) -> Cell | None:
-    """The run whose translations of the training set replace the experiment's targets."""
+def teacher_name(plan: Plan, dataset: str, experiment: str) -> str | None:
+    """The experiment whose translations of the training set replace the experiment's targets
+    on `dataset`: the dataset's teacher, for a non-autoregressive experiment."""
     name = plan.config["datasets"][dataset].get("sequence_distillation")
-    if name is None or plan.decoding(dataset, experiment) != "nat":
-        return None
-    return plan.run_cell(dataset, name, f"config key 'datasets.{dataset}.sequence_distillation'")
+    return name if name is not None and plan.decoding(dataset, experiment) == "nat" else None
+
+
+def teacher(plan: Plan, dataset: str, experiment: str) -> Cell | None:
+    """The teacher's run (`teacher_name`)."""
+    name = teacher_name(plan, dataset, experiment)
+    return None if name is None else plan.run_cell(
+        dataset, name, f"config key 'datasets.{dataset}.sequence_distillation'")
 
 
 class SequenceDistillation(RunInputKind):
@@ -34,10 +40,9 @@ class SequenceDistillation(RunInputKind):
 
     def learned_from(self, plan: Plan, dataset: str, experiment: str,
                      where: Callable[[str, str, str], str]) -> list[tuple[str, str, str]]:
-        cell = plan.config["datasets"][dataset].get("sequence_distillation")
-        if cell is None or plan.decoding(dataset, experiment) != "nat":
-            return []
-        return [(f"config key 'datasets.{dataset}.sequence_distillation'", dataset, cell)]
+        name = teacher_name(plan, dataset, experiment)
+        return [] if name is None else [
+            (f"config key 'datasets.{dataset}.sequence_distillation'", dataset, name)]
 
     def check_config(self, plan: Plan) -> None:
         """A dataset's `sequence_distillation` is an implemented autoregressive experiment there."""
