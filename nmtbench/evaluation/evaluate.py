@@ -9,7 +9,7 @@ from typing import Any
 from nmtbench import provenance
 from nmtbench.data.preprocess import split_compounds
 from nmtbench.errors import InputError
-from nmtbench.evaluation.metrics import bleu, detokenize, rouge
+from nmtbench.evaluation.metrics import bleu, chrf, detokenize, rouge
 from nmtbench.fileio import read_lines, write_json
 from nmtbench.records import read_record
 
@@ -37,15 +37,28 @@ class Scoring:
     compound_split: bool = False  # hyphenated compounds split before tokenized BLEU
 
 
+def score_text(hyps: list[str], refs: list[str], scoring: Scoring) -> dict[str, Any]:
+    """Tokenized BLEU against the tokenized reference; sacreBLEU and chrF on detokenized text.
+
+    The hypotheses are tokenized as the references are (the target tokenizer keeps the
+    prepared text's spacing: nmtbench.data.tokenization), so a perfect translation scores 100.
+    sacreBLEU and chrF see them Moses-detokenized, and see the raw reference when the dataset
+    has one, else the detokenized tokenized reference. `compound_split` splits hyphenated
+    compounds in both before tokenized BLEU, as the papers scored WMT14 En-De.
+    """
+    raw_refs = (read_lines(scoring.raw_ref) if scoring.raw_ref
+                else detokenize(refs, scoring.detok_lang))
+    hyps_detok = detokenize(hyps, scoring.detok_lang)
+    for_bleu = split_compounds if scoring.compound_split else (lambda line: line)
+    scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
+                  hyps_detok, raw_refs, lowercase=scoring.lowercase)
+    scores["compound_split"] = scoring.compound_split
+    return {"bleu": scores, "chrf": chrf(hyps_detok, raw_refs, lowercase=scoring.lowercase)}
+
+
 def evaluate_run(decoded: Decoded, split: str, scoring: Scoring,
                  out_path: str | Path) -> dict[str, Any]:
-    """Tokenized BLEU against the tokenized reference; sacreBLEU on detokenized text; ROUGE.
-
-    The hypotheses are word-level tokenized text (the target tokenizer's words); sacreBLEU
-    sees them Moses-detokenized, and sees the raw reference when the dataset has one, else the
-    detokenized tokenized reference. `compound_split` splits hyphenated compounds in both
-    before tokenized BLEU, as the papers scored WMT14 En-De.
-    """
+    """Score one run's hypotheses (`score_text`, ROUGE) and write its metrics file."""
     summary = read_record(decoded.summary, ("params", *TRAINING))
     config = read_record(decoded.config, ("experiment",))
     info = read_record(decoded.info) if decoded.info else {}
@@ -56,12 +69,7 @@ def evaluate_run(decoded: Decoded, split: str, scoring: Scoring,
         raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
     if not refs:
         raise InputError(f"{hyp_path} and {ref_path} are empty: nothing to score")
-    raw_refs = (read_lines(scoring.raw_ref) if scoring.raw_ref
-                else detokenize(refs, scoring.detok_lang))
-    for_bleu = split_compounds if scoring.compound_split else (lambda line: line)
-    scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
-                  detokenize(hyps, scoring.detok_lang), raw_refs, lowercase=scoring.lowercase)
-    scores["compound_split"] = scoring.compound_split
+    scores = score_text(hyps, refs, scoring)
     trained = provenance.file_digest(decoded.summary)
     if decoded.info and info.get(provenance.TRAINED) != trained:
         raise InputError(f"{hyp_path} was decoded from another training than the one in "
@@ -69,7 +77,7 @@ def evaluate_run(decoded: Decoded, split: str, scoring: Scoring,
     metrics = {
         "method": config["experiment"]["method"],
         "split": split,
-        "bleu": scores,
+        **scores,
         "rouge": rouge(hyps, refs),
         "params": summary["params"],
         "train": {k: summary[k] for k in TRAINING},

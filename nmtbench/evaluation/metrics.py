@@ -1,8 +1,8 @@
-"""BLEU, always two ways: the papers' tokenized form and sacreBLEU with its signature.
+"""BLEU, always two ways: the papers' tokenized form and sacreBLEU with its signature; chrF.
 
 The papers report Moses `multi-bleu.perl` on their own tokenization, which is not comparable
-across groups; sacreBLEU on detokenized text is. Both come from the `sacrebleu` library so no
-BLEU is computed by hand here.
+across groups; sacreBLEU on detokenized text is, and so is chrF, which MT papers now report
+beside it. All come from the `sacrebleu` library so no score is computed by hand here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_lines
@@ -53,6 +53,13 @@ def bleu(
         "tokenized": multi_bleu.corpus_score(hyps_tok, [refs_tok]).score,
         "tokenized_signature": str(multi_bleu.get_signature()),
     }
+
+
+def chrf(hyps_detok: list[str], refs_detok: list[str], lowercase: bool) -> dict:
+    """sacreBLEU's chrF (character 6-grams, beta 2) on detokenized text, with its signature."""
+    metric = CHRF(lowercase=lowercase)
+    return {"score": metric.corpus_score(hyps_detok, [refs_detok]).score,
+            "signature": str(metric.get_signature())}
 
 
 def multi_bleu_perl(lowercase: bool) -> BLEU:
@@ -109,8 +116,8 @@ def score_files(
 ) -> dict:
     """Score a hypothesis file against a reference file (`python -m nmtbench score`).
 
-    Tokenized BLEU uses the files as given. sacreBLEU needs detokenized text, so users whose
-    files are tokenized pass `detok_lang` to Moses-detokenize both sides first.
+    Tokenized BLEU uses the files as given. sacreBLEU and chrF need detokenized text, so users
+    whose files are tokenized pass `detok_lang` to Moses-detokenize both sides first.
     """
     hyps = read_lines(hyp)
     refs = read_lines(ref)
@@ -125,4 +132,5 @@ def score_files(
         hyps_detok, refs_detok = hyps, refs
     else:
         hyps_detok, refs_detok = detokenize(hyps, detok_lang), detokenize(refs, detok_lang)
-    return bleu(hyps, refs, hyps_detok, refs_detok, lowercase)
+    return {**bleu(hyps, refs, hyps_detok, refs_detok, lowercase),
+            "chrf": chrf(hyps_detok, refs_detok, lowercase)}

@@ -49,7 +49,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     if not isinstance(recorded, dict):
         raise InputError(f"{config_path}: key 'inputs' must be an object of digests")
     src_tok = load_tokenizer(paths.src_tokenizer)
-    tgt_tok = load_tokenizer(paths.tgt_tokenizer)
+    tgt_tok = load_tokenizer(paths.tgt_tokenizer, target=True)
     _check_decode_inputs(run_dir, config_path, paths, recorded)
 
     def check(path: Path, state: dict[str, Any]) -> None:

@@ -5,10 +5,12 @@ carries some 90M embedding parameters for pieces it never sees. Deep fusion (Wen
 counts 171M parameters for mBERT plus its decoder, which only a trimmed vocabulary explains
 (mBERT alone is 178M; docs/papers/deepfusion2022.md). The trimmed checkpoint keeps the special
 tokens and the `size` pieces most frequent in the training corpora, read by the checkpoint's
-own tokenizer, in their original order; their embedding rows and masked-LM output biases are
-copied, the rest dropped. A corpus word whose pieces are all kept tokenizes exactly as before
-(WordPiece's longest match can only pick a kept piece it picked before); one that needed a
-dropped piece falls back to shorter pieces or [UNK], which the summary counts.
+own tokenizer both as a source and as a target reads them (targets keep punctuation inside a
+word as continuation pieces: nmtbench.data.tokenization), in their original order; their
+embedding rows and masked-LM output biases are copied, the rest dropped. A corpus word whose
+pieces are all kept tokenizes exactly as before (WordPiece's longest match can only pick a kept
+piece it picked before); one that needed a dropped piece falls back to shorter pieces or
+[UNK], which the summary counts.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def trim_checkpoint(checkpoint: str | Path, corpora: list[str | Path], size: int
     if getattr(tokenizer, "vocab", None) is None or tokenizer.cls_token is None:
         raise InputError(f"checkpoint {str(checkpoint)!r}: only a WordPiece (BERT) vocabulary "
                          "can be trimmed")
-    counts = piece_counts(tokenizer, corpora)
+    counts = (piece_counts(tokenizer, corpora)
+              + piece_counts(load_tokenizer(checkpoint, target=True), corpora))
     if not counts:
         raise InputError(f"{', '.join(map(str, corpora))}: no text to count pieces in (a "
                          "vocabulary trimmed to it would hold the special tokens alone)")

@@ -84,7 +84,7 @@ class Trainer:
         self.ckpt_dir = self.files.ckpt_dir
         self.device = self.world.device(requested)
         self.src_tok = load_tokenizer(paths.src_tokenizer)
-        self.tgt_tok = load_tokenizer(paths.tgt_tokenizer)
+        self.tgt_tok = load_tokenizer(paths.tgt_tokenizer, target=True)
         torch.manual_seed(self.tc.seed)
         self.model: Model = self.method.build(cfg, vocab_of(self.src_tok),
                                               vocab_of(self.tgt_tok),

@@ -5,7 +5,7 @@ import pytest
 from tiny_checkpoints import save_byte_level_gpt2
 from transformers import AutoTokenizer
 
-from nmtbench.data.tokenization import decode, train_wordpiece, vocab_of
+from nmtbench.data.tokenization import decode, load_tokenizer, train_wordpiece, vocab_of
 from nmtbench.errors import InputError
 
 
@@ -89,3 +89,19 @@ def test_byte_level_decoding_restores_every_test_sentence(byte_level, toy_dir):
     assert all(decode(tok, tok(line)["input_ids"] + [tok.pad_token_id]) == line
                for line in lines)
     assert any(piece.startswith("Ġ") for piece in tok.tokenize(lines[0]))
+
+
+MOSES_LINES = ["it 's a u.s. thing , don 't pay 12,000 or 3.5 % .",
+               "a well-known e-mail - and a spaced dash -- here ...",
+               "der Kinder- und Jugendbereich , 1,2 oder 1 , 2 ."]
+
+
+def test_a_target_side_keeps_the_spacing_of_punctuation_inside_a_word(tmp_path):
+    """The same vocabulary read as a source splits punctuation off; read as a target, its
+    decoding is the Moses-tokenized line it encoded, so hypotheses match their references."""
+    (tmp_path / "c.txt").write_text("\n".join(MOSES_LINES) + "\n", encoding="utf-8")
+    train_wordpiece([tmp_path / "c.txt"], tmp_path / "vocab", vocab_size=200, min_frequency=1)
+    source, target = (load_tokenizer(tmp_path / "vocab", target=t) for t in (False, True))
+    for line in MOSES_LINES:
+        assert decode(target, target(line)["input_ids"]) == line
+    assert decode(source, source(MOSES_LINES[0])["input_ids"]).startswith("it ' s a u . s .")

@@ -138,8 +138,17 @@ def test_score_files_matches_multi_bleu(tmp_path: Path) -> None:
     hyp = write(tmp_path / "hyp.txt", HYP_MAIN)
     ref = write(tmp_path / "ref.txt", REF_MAIN)
     result = score_files(hyp, ref, lowercase=True)
-    assert set(result) == {"sacrebleu", "signature", "tokenized", "tokenized_signature"}
+    assert set(result) == {"sacrebleu", "signature", "tokenized", "tokenized_signature", "chrf"}
     assert result["tokenized"] == pytest.approx(71.07, abs=0.006)  # multi-bleu.perl -lc
+    assert 0 < result["chrf"]["score"] < 100 and "nc:6|nw:0" in result["chrf"]["signature"]
+
+
+def test_chrf_of_the_reference_is_100_and_follows_case(tmp_path: Path) -> None:
+    ref = write(tmp_path / "ref.txt", REF_MAIN)
+    upper = write(tmp_path / "upper.txt", [line.upper() for line in REF_MAIN])
+    assert score_files(ref, ref)["chrf"]["score"] == pytest.approx(100)
+    assert score_files(upper, ref)["chrf"]["score"] < 50
+    assert score_files(upper, ref, lowercase=True)["chrf"]["score"] == pytest.approx(100)
 
 
 def test_score_files_detokenizes_for_sacrebleu(tmp_path: Path) -> None:
