@@ -186,7 +186,7 @@ def prepare(work: Path, fairseq_bin: Path | None) -> Path:
                                                           else [])], work / "logs" / "data.log")
     sub = work / "subwords"
     for side in ("src", "tgt"):
-        tok = load_tokenizer(data / "tokenizer" / side)
+        tok = load_tokenizer(data / "tokenizer" / side, target=side == "tgt")  # as trained
         for split in SPLITS:
             lines = read_lines(data / "prepared" / f"{split}.{side}")
             write_lines(sub / f"{split}.{side}", [" ".join(tok.tokenize(x)) for x in lines])
