@@ -222,6 +222,13 @@ def _experiment(c, **settings):
      "config key 'defaults.adam_betas.0': 1.5 is greater than or equal to the maximum of 1"),
     (lambda c: c.update(seeds=[2 ** 64]),
      "config key 'seeds.0': 18446744073709551616 is greater than the maximum of 4294967295"),
+    # a smoothing of 1 gives the gold token a negative weight; a dropout of 1 zeroes every
+    # activation; a seed listed twice would count one run as two seeds
+    (lambda c: c["defaults"].update(label_smoothing=1.0),
+     "config key 'defaults.label_smoothing': 1.0 is greater than or equal to the maximum of 1"),
+    (lambda c: c["defaults"].update(dropout=1),
+     "config key 'defaults.dropout': 1 is greater than or equal to the maximum of 1"),
+    (lambda c: c.update(seeds=[1, 1]), "config key 'seeds': [1, 1] has non-unique elements"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(layers="x"),
      "config key 'pretraining.toy-bert-src.layers': 'x' is not of type 'integer'"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(max_updates=-3),
@@ -246,6 +253,57 @@ def test_invalid_config_names_the_key(cfg, mutate, message):
     mutate(bad)
     with pytest.raises(InputError) as err:
         nmtconfig.check(bad, SCHEMA)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+# --- the papers' BLEU records against the datasets that score their columns ---------------------
+
+def _profile(name: str) -> dict:
+    return nmtconfig.load_config([DEFAULT, ROOT / "config" / name])
+
+
+@pytest.mark.parametrize("profile", ["paper.yaml", "multi30k.yaml", "quick-real.yaml"])
+def test_the_real_data_profiles_score_bleu_as_their_papers_did(profile):
+    plan = nmtconfig.check(_profile(profile), SCHEMA)
+    assert plan.tables
+
+
+def test_the_toy_world_scores_as_it_is(cfg):
+    """The default maps IWSLT14, whose papers scored lowercased text, onto the cased toy
+    world: a generated dataset is not held to a paper's scoring."""
+    assert cfg["dataset_map"]["iwslt14-de-en"] == "toy" and not cfg["datasets"]["toy"]["lowercase"]
+    cfg["tables"] = ["abnet2020.table3b"]  # IWSLT14 De-En, case-insensitive in the paper
+    nmtconfig.check(cfg, SCHEMA)
+
+
+@pytest.mark.parametrize("profile, dataset, key, value, message", [
+    # BERT-KD splits compounds on WMT14 En-De (its footnote 4)
+    ("paper.yaml", "wmt14-en-de", "compound_split", False,
+     "bertkd2020.yaml: key 'tables.table3.bleu.compound_split': bertkd2020.table3 reports "
+     "BLEU with compound_split true on wmt14-en-de, but config key "
+     "'datasets.wmt14-en-de.compound_split' is false; set it to true, or map wmt14-en-de to a "
+     "dataset scored that way"),
+    # AB-Net's IWSLT14 De-En column alone is case-insensitive (a column's own record)
+    ("paper.yaml", "iwslt14-de-en", "lowercase", False,
+     "abnet2020.yaml: key 'tables.table1.bleu.columns.iwslt14_de_en.case': abnet2020.table1 "
+     "reports BLEU with case lowercased on iwslt14-de-en, but config key "
+     "'datasets.iwslt14-de-en.lowercase' is false; set it to true"),
+    ("paper.yaml", "wmt16-ro-en", "lowercase", True,
+     "abnet2020.yaml: key 'tables.table1.bleu.case': abnet2020.table1 reports BLEU with case "
+     "cased on wmt16-ro-en, but config key 'datasets.wmt16-ro-en.lowercase' is true"),
+    ("multi30k.yaml", "multi30k-de-en", "lowercase", False,
+     "multi30k.yaml: key 'tables.table1.bleu.case': multi30k.table1 reports BLEU with case "
+     "lowercased on multi30k-de-en, but config key 'datasets.multi30k-de-en.lowercase' is "
+     "false"),
+])
+def test_a_dataset_scoring_otherwise_than_the_paper_is_refused(profile, dataset, key, value,
+                                                               message):
+    config = _profile(profile)
+    config["datasets"][dataset][key] = value
+    with pytest.raises(InputError) as err:
+        nmtconfig.check(config, SCHEMA)
+    assert str(err.value).startswith(str(PAPERS_DIR / message.split(":", 1)[0]))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 
