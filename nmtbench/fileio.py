@@ -4,9 +4,11 @@ a file that looks finished)."""
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -26,6 +28,32 @@ def _umask() -> int:
     return mask
 
 
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust prints the OS's error
+
+
+def _failed_write(err: Exception, path: Path) -> OSError | None:
+    """The OSError behind a write that torch or a Rust library (safetensors, tokenizers)
+    reported in its own words (a full disk, a file-size limit), naming `path`; None for any
+    other error."""
+    if (code := _OS_ERROR.search(str(err))) and int(code[1]) in errno.errorcode:
+        return OSError(int(code[1]), os.strerror(int(code[1])), str(path))
+    if isinstance(err, RuntimeError) and "inline_container" in str(err):  # torch.save's writer
+        return OSError(errno.EIO, "torch could not write it (is the disk full?)", str(path))
+    return None
+
+
+@contextmanager
+def _writes_to(path: Path) -> Iterator[None]:
+    """Re-raise a write that failed inside torch, safetensors or tokenizers as the OSError it
+    stands for, which commands report in one line."""
+    try:
+        yield
+    except Exception as err:
+        if (failed := _failed_write(err, path)) is None:
+            raise
+        raise failed from err
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
@@ -36,7 +64,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        yield Path(tmp)
+        with _writes_to(path):
+            yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
@@ -61,7 +90,8 @@ def atomic_directory(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
-        yield tmp
+        with _writes_to(path):
+            yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # as mkdir would (mkdtemp makes it 0700)
         if path.exists():
             shutil.rmtree(path)

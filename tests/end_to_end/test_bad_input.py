@@ -7,12 +7,16 @@ from __future__ import annotations
 import errno
 import json
 import re
+import resource
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
+from tiny_checkpoints import save_tiny_bert
 
 from nmtbench import cli
 from nmtbench.devices import resolve_device
@@ -284,6 +288,49 @@ def test_a_full_disk_is_one_line_naming_what_was_written(tmp_path, monkeypatch, 
     monkeypatch.setattr(analysis, "write_json", denied)
     assert cli.main(args) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'b.json'}: Permission denied\n"
+
+
+def _file_size_limit(limit: int) -> None:
+    """A limit on the size of any file written (the shell's `ulimit -f`): writes past it fail
+    as on a full disk, with EFBIG."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the process is killed
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+def test_files_rust_libraries_cannot_write_are_one_line_naming_the_output(tmp_path):
+    """safetensors and tokenizers report the OS's refusal in their own error types
+    (save_pretrained in trim, pretrain, export; soft targets)."""
+    save_tiny_bert(tmp_path / "bert")
+    (tmp_path / "c.txt").write_text("w5 w6 w7\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "nmtbench", "trim", "--checkpoint", str(tmp_path / "bert"),
+         "--corpus", str(tmp_path / "c.txt"), "--size", "9", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        preexec_fn=lambda: _file_size_limit(2000))
+    assert result.returncode == 1 and "Traceback" not in result.stderr  # beside load bars:
+    assert result.stderr.splitlines()[-1] == f"error: {tmp_path / 'out'}: File too large"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_torch_cannot_write_is_an_os_error_naming_it(tmp_path):
+    """torch.save reports a refused write as a RuntimeError of its archive writer."""
+    from nmtbench.parts.checkpoints import save
+
+    script = ("import resource, signal, sys, torch\n"
+              "from nmtbench.parts.checkpoints import save\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))\n"
+              "try:\n"
+              "    save(sys.argv[1], {'w': torch.ones(100000)})\n"
+              "except OSError as err:\n"
+              "    print(err.filename, '|', err.strerror)\n")
+    out = tmp_path / "last.pt"
+    result = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True,
+                            text=True, cwd=ROOT, timeout=300)
+    assert result.stdout == f"{out} | torch could not write it (is the disk full?)\n", result.stderr
+    assert not out.exists()
+    save(out, {"w": torch.ones(3)})  # without the limit it writes
+    assert out.is_file()
 
 
 @pytest.mark.parametrize("name, message", [
