@@ -53,7 +53,7 @@ class Results:
             return None
         if metric == "speedup" and "baseline" not in data:
             return 1.0  # the baseline row itself
-        return _get(data, METRICS[metric].keys, path)
+        return _get(data, METRICS[metric].keys, path, METRICS[metric].source == "metrics")
 
     def significance(self, cell: Cell, baseline: Cell, split: str, metric: str) -> str:
         """▲/▼ when every seed's paired bootstrap of the metric's score says better/worse at
@@ -150,11 +150,15 @@ class Results:
         return self._digests[path]
 
 
-def _get(data: dict, keys: tuple[str, ...], path: Path) -> float:
+def _get(data: dict, keys: tuple[str, ...], path: Path, scores: bool = False) -> float:
+    """The number at `keys`; missing from a metrics file (`scores`), it is a score an older
+    `evaluate` did not write yet (chrF): the error says how to score the run again."""
     value: Any = data
     for key in keys:
         if not isinstance(value, dict) or key not in value:
-            raise InputError(f"{path}: missing key '{'.'.join(keys)}'")
+            again = ("; an older evaluate wrote this file: delete it, or run snakemake with "
+                     "--forcerun evaluate, to score the run again") if scores else ""
+            raise InputError(f"{path}: missing key '{'.'.join(keys)}'{again}")
         value = value[key]
     if not is_number(value):
         raise InputError(f"{path}: key '{'.'.join(keys)}' must be a number, got {value!r}")

@@ -39,6 +39,7 @@ from nmtbench.records import read_result
 from nmtbench.report import figures
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
+from nmtbench.report.scoring import scoring_notes
 from nmtbench.workflow import recorded_settings, run_inputs
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.papers import Table
@@ -170,6 +171,7 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path,
              f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
              _literal(table.caption), "", _markdown(pd.DataFrame(rows)), ""]
     notes = _table_notes(plan, table, comparable, shared, len(merged), unlearned)
+    notes += map(_literal, scoring_notes(plan, results, table))
     lines += [f"- {n}" for n in notes]
     lines += claims
     if not all(comparable.values()) and any(v is not None for row in table.rows

@@ -22,8 +22,8 @@ from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.workflow import run_inputs
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
-from nmtbench.workflow.papers import EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
-from nmtbench.workflow.plan import Plan
+from nmtbench.workflow.papers import BLEU, EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
+from nmtbench.workflow.plan import Plan, generated
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
@@ -124,8 +124,52 @@ def check(config: dict[str, Any], schema_path: str | Path,
     _check_datasets(config, plan, definitions["decode"])
     _check_pretrained(config)
     plan.targets()  # resolves every requested cell: unknown names and datasets fail here
+    _check_bleu_records(config, plan, Path(papers_dir))
     _check_runs(config, plan, definitions["seed"]["maximum"])
     return plan
+
+
+# A paper's `bleu` record field -> the config key of a dataset that scores that way, what
+# each known value of the field sets the key to ("unknown" checks nothing), and the metrics
+# the key changes (compounds are split for tokenized BLEU only)
+SCORING_KEYS = {"case": ("lowercase", {"lowercased": True, "cased": False},
+                         ("bleu_tokenized", "sacrebleu")),
+                "compound_split": ("compound_split", {True: True, False: False},
+                                   ("bleu_tokenized",))}
+
+
+def _check_bleu_records(config: dict[str, Any], plan: Plan, papers_dir: Path) -> None:
+    """Every requested table's record of how its paper scored BLEU (papers/*.yaml `bleu`)
+    agrees with the config of each real dataset that scores its BLEU columns: case-insensitive
+    where the paper's was, compounds split where the paper's were. Otherwise ours would be
+    another number than the paper's under the same heading. Toy worlds score as they are."""
+    datasets = config["datasets"]
+    for table in plan.tables:
+        if table.bleu is None:
+            continue
+        for _, j, cell in plan.table_cells(table):
+            col = table.columns[j]
+            if col.metric not in BLEU or generated(datasets, cell.dataset):
+                continue
+            record = table.bleu_scoring(col.key)
+            for field, (key, values, metrics) in SCORING_KEYS.items():
+                wanted = values.get(record[field])
+                actual = bool(datasets[cell.dataset].get(key, False))
+                if wanted is None or wanted == actual or col.metric not in metrics:
+                    continue
+                override = field in table.bleu.get("columns", {}).get(col.key, {})
+                name = table.name.split(".", 1)[1]
+                where = f"tables.{name}.bleu{f'.columns.{col.key}' if override else ''}"
+                raise InputError(
+                    f"{papers_dir / table.paper}.yaml: key '{where}.{field}': {table.name} "
+                    f"reports BLEU with {field} {_yaml(record[field])} on {col.dataset}, but "
+                    f"config key 'datasets.{cell.dataset}.{key}' is {_yaml(actual)}; set it "
+                    f"to {_yaml(wanted)}, or map {col.dataset} to a dataset scored that way")
+
+
+def _yaml(value: Any) -> str:
+    """A scalar as YAML writes it (true, not True)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _check_experiments(config: dict[str, Any], plan: Plan, decode_schema: dict) -> None:

@@ -46,6 +46,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            significance="bleu", quality=True),
     Metric("sacrebleu", "metrics", ("bleu", "sacrebleu"), "sacreBLEU", "{:.2f}",
            significance="bleu", quality=True),
+    # sacreBLEU's chrF on the detokenized text: no paper here reports it, and the bootstrap
+    # resamples no character n-grams, so its cells carry no significance mark
+    Metric("chrf", "metrics", ("chrf", "score"), "chrF", "{:.2f}", quality=True),
     Metric("rouge1", "metrics", ("rouge", "rouge1"), "ROUGE-1", "{:.2f}",
            significance="rouge1", quality=True),
     Metric("rouge2", "metrics", ("rouge", "rouge2"), "ROUGE-2", "{:.2f}",

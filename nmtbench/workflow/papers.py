@@ -34,7 +34,12 @@ def load_yaml(text: str) -> Any:
 PAPERS_DIR = Path(__file__).resolve().parents[2] / "papers"
 SCHEMA = "schema.yaml"
 EXTERNAL = "external"  # the method of rows a paper quotes from other work
-QUALITY = {name for name, metric in METRICS.items() if metric.quality}
+# The scores a claim is about where it names no columns: the quality scores the papers report
+# and the paired bootstrap tests (BLEU, ROUGE); chrF, which no paper reports, only where named
+CLAIMED = {name for name, metric in METRICS.items() if metric.quality and metric.significance}
+# The metrics a table's `bleu` record is about, and the kinds of BLEU each compares with
+BLEU = {"bleu_tokenized": ("tokenized", "unknown"), "sacrebleu": ("sacrebleu", "unknown")}
+TOY = "toy"  # the paper dataset of the generated toy world (papers/toyworld.yaml)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,16 @@ class Table:
     columns: list[Column]
     rows: list[Row]
     baseline: str | None = None
+    # how the paper scored the BLEU it reports (papers/schema.yaml $defs.bleu), or None
+    bleu: dict[str, Any] | None = None
+
+    def bleu_scoring(self, column: str) -> dict[str, Any] | None:
+        """The paper's `bleu` record as it holds for a column (its `columns` entry over the
+        table's), without the `columns` map."""
+        if self.bleu is None:
+            return None
+        record = {k: v for k, v in self.bleu.items() if k != "columns"}
+        return {**record, **self.bleu.get("columns", {}).get(column, {})}
 
 
 @dataclass(frozen=True)
@@ -170,6 +185,7 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
         if "baseline" in table and table["baseline"] not in rows:
             raise InputError(f"{path}: key 'tables.{tname}.baseline': {table['baseline']!r} "
                              "is not one of the table's rows")
+        _check_bleu_record(f"{path}: key 'tables.{tname}", table)
     _check_claims(path, data)
     for fname, figure in data.get("figures", {}).items():
         if figure["kind"] == "sweep":
@@ -185,6 +201,33 @@ def _check_references(path: Path, data: dict[str, Any]) -> None:
             for name in names:
                 known(name, f"figures.{fname}.series.{name}")
         _check_reported(f"{path}: key 'figures.{fname}.reported", figure, names)
+
+
+def _check_bleu_record(where: str, table: dict[str, Any]) -> None:
+    """A table that reports BLEU on real data says how the paper scored it (`bleu`): the
+    kind of BLEU its columns compare with (tokenized, sacreBLEU); `columns` names BLEU
+    columns. The toy world's published nothing."""
+    columns = {key: c for key, c in table["columns"].items() if c["metric"] in BLEU}
+    reported = list(dict.fromkeys(
+        key for row in table["rows"] for key, value in row["reported"].items()
+        if value is not None and key in columns and columns[key]["dataset"] != TOY))
+    record = table.get("bleu")
+    if record is None:
+        if reported:
+            raise InputError(f"{where}': column {reported[0]!r} reports BLEU but the table has "
+                             "no `bleu` record of how the paper scored it (papers/schema.yaml "
+                             "$defs.bleu; unknown where the paper does not say)")
+        return
+    for key in record.get("columns", {}):
+        if key not in columns:
+            raise InputError(f"{where}.bleu.columns.{key}': not a BLEU column of the table; "
+                             f"those are {', '.join(columns) or 'none'}")
+    for key in reported:
+        kind = record.get("columns", {}).get(key, {}).get("kind", record["kind"])
+        if kind not in BLEU[columns[key]["metric"]]:
+            raise InputError(f"{where}.bleu': the paper's BLEU in column {key!r} is {kind}, but "
+                             f"the column compares it with {columns[key]['metric']}; change "
+                             f"one (a column's own kind: bleu.columns.{key}.kind)")
 
 
 def _check_reported(where: str, figure: dict[str, Any], names: list[str]) -> None:
@@ -221,7 +264,7 @@ def _check_claims(path: Path, data: dict[str, Any]) -> None:
             if column not in table["columns"]:
                 raise InputError(f"{where}.columns': no column {column!r} in "
                                  f"{claim['table']}; columns: {', '.join(table['columns'])}")
-        if not claim.get("columns") and not any(c["metric"] in QUALITY
+        if not claim.get("columns") and not any(c["metric"] in CLAIMED
                                                 for c in table["columns"].values()):
             raise InputError(f"{where}.columns': {claim['table']} has no BLEU or ROUGE "
                              "column; name the columns the claim is about")
@@ -285,9 +328,9 @@ def _load_catalogue(papers_dir: Path, files: tuple[tuple[str, int, int], ...]) -
 
 
 def claim_from_spec(paper: str, spec: dict[str, Any], tables: dict[str, Table]) -> Claim:
-    """A claim, its columns defaulting to the table's quality-score columns."""
+    """A claim, its columns defaulting to the table's BLEU and ROUGE columns (CLAIMED)."""
     table = tables[f"{paper}.{spec['table']}"]
-    columns = spec.get("columns") or [c.key for c in table.columns if c.metric in QUALITY]
+    columns = spec.get("columns") or [c.key for c in table.columns if c.metric in CLAIMED]
     return Claim(paper, spec["claim"], spec["source"], table.name, columns, spec["row"],
                  spec.get("than"), spec.get("above"))
 
@@ -297,4 +340,5 @@ def table_from_spec(name: str, paper: str, spec: dict[str, Any]) -> Table:
                for key, c in spec["columns"].items()]
     rows = [Row(r["experiment"], r["label"], dict(r["reported"]), r.get("note", ""),
                 r.get("trained_on")) for r in spec["rows"]]
-    return Table(name, paper, spec["caption"], columns, rows, spec.get("baseline"))
+    return Table(name, paper, spec["caption"], columns, rows, spec.get("baseline"),
+                 spec.get("bleu"))

@@ -7,6 +7,7 @@ differently, fails here.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -20,7 +21,9 @@ from fabricated_runs import (
     CURVE,
     DATASET,
     PAPER,
+    PAPER_YAML,
     SIG_CASED,
+    SIG_CHRF,
     SIG_LC,
     SIG_TOK,
     SWEEP,
@@ -264,6 +267,8 @@ def test_toy_world(tmp_path: Path, papers: Path) -> None:
     for row in rows.values():
         for cell in without_runs(row).values():
             assert "paper " not in cell and "Δ" not in cell
+    # the toy world's scores need no account of how a paper scored them
+    assert "multi-bleu.perl" not in text and "The paper reported" not in text
 
     body = section(text, TABLE)
     assert ("- Columns on data other than the paper's show ours alone; the paper's numbers for "
@@ -612,3 +617,68 @@ def test_metrics_file_without_the_metric(tmp_path: Path, papers: Path) -> None:
     with pytest.raises(InputError, match=re.escape(f"{path}: key 'bleu.tokenized' must be a "
                                                    "number, got '28.0'")):
         render(plan, tmp_path)
+
+
+# --- what each score column of a real-data table is ----------------------------------------------
+def test_real_data_columns_say_how_ours_and_the_papers_were_scored(tmp_path: Path,
+                                                                   papers: Path) -> None:
+    """Under the table: per BLEU column our scorer, the text it saw and the signatures the
+    runs recorded (both runs' sacreBLEU ones), the paper's `bleu` record (its sacreBLEU
+    column's own), and the rows the paper scored otherwise."""
+    plan = setup(tmp_path, papers, [1, 2])
+    notes = [line for line in section(render(plan, tmp_path), TABLE).splitlines()
+             if line.startswith(("- BLEU:", "- sacreBLEU:", "- How the paper", "- Rows the"))]
+    assert notes == [
+        "- BLEU: multi-bleu.perl (sacreBLEU tokenize none, no smoothing) on Moses-tokenized, "
+        f"cased text, hyphenated compounds split; signature `{SIG_TOK}`. The paper reported: "
+        "tokenized BLEU on Moses-tokenized, cased text, compounds split.",
+        "- sacreBLEU: sacreBLEU on detokenized text (the output Moses-detokenized), cased; "
+        f"signature `{SIG_LC}`, `{SIG_CASED}`. The paper reported: sacreBLEU on 13a-tokenized "
+        "(sacreBLEU's default), cased text.",
+        "- How the paper scored, as its file records it: Section 4, footnote 2",
+        "- How the paper scored, as its file records it: Section 4: sacreBLEU, "
+        "nrefs:1|case:mixed|tok:13a",
+        "- Rows the paper scored otherwise: Prior work is quoted, scored by its own script. The "
+        "harness scores all its rows one way, as these notes say.",
+    ]
+
+
+def _chrf_papers(directory: Path) -> Path:
+    """The toy paper whose table1 has a chrF column beside sacreBLEU."""
+    paper = copy.deepcopy(PAPER_YAML)
+    columns = paper["tables"]["table1"]["columns"]
+    paper["tables"]["table1"]["columns"] = {
+        **{k: columns[k] for k in ("bleu", "sacre")},
+        "chrf": {"label": "chrF", "dataset": DATASET, "split": "test", "metric": "chrf"},
+        **{k: v for k, v in columns.items() if k not in ("bleu", "sacre")}}
+    return write_papers(directory, paper)
+
+
+def test_a_chrf_column_reads_the_metrics_file_and_carries_no_mark(tmp_path: Path) -> None:
+    plan = setup(tmp_path, _chrf_papers(tmp_path / "papers"), [1])
+    text = render(plan, tmp_path)
+    rows = rows_of(text)
+    # sacreBLEU + 30 in the fabricated files; the bootstrap tests BLEU only, the paper has none
+    assert rows["Transformer"]["chrF"] == "56.00"
+    assert rows["Transformer big"]["chrF"] == "57.00"
+    assert rows["Transformer big"]["sacreBLEU"] == "27.00▲"
+    body = section(text, TABLE)
+    assert (f"- chrF: sacreBLEU's chrF (character 6-grams, beta 2) on detokenized text, cased; "
+            f"signature `{SIG_CHRF}`.\n") in body
+    # no chrF bootstrap is asked for, and claims about BLEU leave chrF out
+    assert not [t for t in plan.targets() if ".chrf." in t]
+    (claim,) = [c for c in plan.claims if c.claim == "Big beats base"]
+    assert claim.columns == ["bleu", "sacre"]
+
+
+def test_a_metrics_file_from_before_chrf_asks_for_evaluate_again(tmp_path: Path) -> None:
+    plan = setup(tmp_path, _chrf_papers(tmp_path / "papers"), [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    record = json.loads(path.read_text())
+    del record["chrf"]
+    path.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        render(plan, tmp_path)
+    assert str(err.value) == (f"{path}: missing key 'chrf.score'; an older evaluate wrote this "
+                              "file: delete it, or run snakemake with --forcerun evaluate, to "
+                              "score the run again")

@@ -142,6 +142,20 @@ def _table(d):
     return d["tables"]["table1"]
 
 
+def _on_real_data(d, **bleu):
+    """toyworld.yaml's table1 on IWSLT14 De-En, reporting 30.1 BLEU and sacreBLEU in its first
+    row; with a `bleu` record made of `bleu` over a complete one (None: none)."""
+    table = _table(d)
+    for key in ("bleu", "sacrebleu"):
+        table["columns"][key].update(dataset="iwslt14-de-en")
+    table["rows"][0]["reported"].update(bleu=30.1, sacrebleu=30.1)
+    record = {"kind": "tokenized", "tokenizer": "moses", "case": "lowercased",
+              "compound_split": False, "where": "footnote 1",
+              "columns": {"sacrebleu": {"kind": "sacrebleu", "tokenizer": "13a"}}}
+    if bleu.get("record", True) is not None:
+        table["bleu"] = {**record, **bleu}
+
+
 # a claim about toyworld.yaml's table1
 _CLAIM = {"claim": "all pairs beat 500", "source": "nowhere", "table": "table1",
           "row": "transformer-tiny", "than": "transformer-tiny-500"}
@@ -182,6 +196,21 @@ _CLAIM = {"claim": "all pairs beat 500", "source": "nowhere", "table": "table1",
     (lambda d: d.update(claims=[dict(_CLAIM, above=1.0)]), "claims.0",
      "is valid under each of"),
     (lambda d: d.pop("title"), "(top level)", "'title' is a required property"),
+    # how the paper scored its BLEU: said wherever a real dataset's BLEU is reported
+    (lambda d: _on_real_data(d, record=None), "tables.table1",
+     "column 'bleu' reports BLEU but the table has no `bleu` record"),
+    (lambda d: _on_real_data(d, columns={"sacrebleu": {}}), "tables.table1.bleu.columns.sacrebleu",
+     "should be non-empty"),
+    (lambda d: _on_real_data(d, columns={"params": {"case": "cased"}}),
+     "tables.table1.bleu.columns.params", "not a BLEU column of the table; those are bleu, "
+     "sacrebleu"),
+    (lambda d: _on_real_data(d, columns={}), "tables.table1.bleu",
+     "the paper's BLEU in column 'sacrebleu' is tokenized, but the column compares it with "
+     "sacrebleu; change one (a column's own kind: bleu.columns.sacrebleu.kind)"),
+    (lambda d: _on_real_data(d, case="upper"), "tables.table1.bleu.case",
+     "'upper' is not one of ['cased', 'lowercased', 'unknown']"),
+    (lambda d: (_on_real_data(d), _table(d)["bleu"].pop("where")), "tables.table1.bleu",
+     "'where' is a required property"),
     (lambda d: d.update(paper="toy"), "paper",
      "is 'toy' but must equal the file name 'toyworld'"),
 ])
@@ -194,6 +223,16 @@ def test_bad_paper_file_names_file_and_key(papers, mutate, key, message):
     assert text.startswith(f"{path}: key '{key}'")
     assert message in text
     assert "\n" not in text
+
+
+def test_a_bleu_record_loads_and_resolves_per_column(papers):
+    _rewrite(papers / "toyworld.yaml", _on_real_data)
+    table = load_catalogue(papers).tables["toyworld.table1"]
+    assert table.bleu_scoring("bleu") == {"kind": "tokenized", "tokenizer": "moses",
+                                          "case": "lowercased", "compound_split": False,
+                                          "where": "footnote 1"}
+    assert table.bleu_scoring("sacrebleu")["kind"] == "sacrebleu"
+    assert table.bleu_scoring("sacrebleu")["case"] == "lowercased"
 
 
 def test_the_unmodified_copy_loads(papers):
@@ -259,6 +298,26 @@ def test_non_utf8_and_missing_schema(papers):
     (papers / "schema.yaml").unlink()
     with pytest.raises(InputError, match="schema.yaml: missing"):
         load_catalogue(papers)
+
+
+def test_every_table_reporting_bleu_on_real_data_records_how(catalogue):
+    """The record of each paper table (papers/schema.yaml $defs.bleu), spot-checked against
+    what the seeds say: the toy world alone, which published nothing, has none."""
+    for name, table in catalogue.tables.items():
+        bleu = [c for c in table.columns if c.metric in ("bleu_tokenized", "sacrebleu")]
+        assert (table.bleu is None) == (not bleu or table.paper == "toyworld"), name
+    # AB-Net (seed 000, Section 4.1): case-insensitive on IWSLT14, case-sensitive on WMT
+    abnet = catalogue.tables["abnet2020.table1"]
+    assert abnet.bleu_scoring("iwslt14_de_en")["case"] == "lowercased"
+    assert abnet.bleu_scoring("wmt14_en_de")["case"] == "cased"
+    assert abnet.bleu_scoring("wmt14_en_de")["tokenizer"] == "wordpiece"
+    assert "Mask-Predict" in abnet.bleu["rows_scored_differently"]
+    # BERT-KD (seed 003, footnote 4): compounds split on WMT14 En-De only
+    assert catalogue.tables["bertkd2020.table3"].bleu["compound_split"] is True
+    assert catalogue.tables["bertkd2020.table1"].bleu["compound_split"] is False
+    # deep fusion: tokenized, case-sensitive; CTNMT's slides state the case alone
+    assert catalogue.tables["deepfusion2022.table1"].bleu["case"] == "cased"
+    assert catalogue.tables["ctnmt2020.table1"].bleu["kind"] == "unknown"
 
 
 def test_every_claim_agrees_with_the_papers_own_numbers(catalogue):

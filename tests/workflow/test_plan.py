@@ -39,6 +39,8 @@ tables:
   table1:
     caption: every metric kind, with a baseline
     baseline: base
+    bleu: &unstated {kind: unknown, tokenizer: unknown, case: unknown, compound_split: unknown,
+                     where: not stated}
     columns:
       bleu: {label: BLEU, dataset: iwslt14-de-en, split: test, metric: bleu_tokenized}
       sacre: {label: sacreBLEU, dataset: iwslt14-de-en, split: test, metric: sacrebleu}
@@ -55,6 +57,7 @@ tables:
       - {experiment: bt, label: BT, reported: {}}
   table2:
     caption: a mapped dataset, no baseline
+    bleu: *unstated
     columns:
       en_de: {label: En-De, dataset: wmt14-en-de, split: test, metric: bleu_tokenized}
     rows:
@@ -78,6 +81,7 @@ tables:
   table5:
     caption: a row trained on a dataset of its own (as WMT16 Ro-En with back-translations)
     baseline: base
+    bleu: *unstated
     columns:
       bleu: {label: BLEU, dataset: iwslt14-de-en, split: test, metric: bleu_tokenized}
     rows:
