@@ -304,7 +304,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> None:
 
     result = paired_bootstrap(args.hyp, args.baseline, args.ref, args.out, samples=args.samples,
                               seed=args.seed, lowercase=args.lowercase, score=args.score,
-                              compound_split=args.compound_split)
+                              compound_split=args.compound_split, detok_lang=args.detok_lang)
     logging.info("paired bootstrap of %s: %s (win ratio %.3f)", args.score, result["significance"],
                  result["win_ratio"])
 
@@ -324,6 +324,8 @@ def _bootstrap_arguments(sub: argparse._SubParsersAction) -> None:
                    help="what each resample scores (default: tokenized BLEU)")
     s.add_argument("--compound-split", action="store_true",
                    help="split hyphenated compounds before BLEU, as the cell's BLEU does")
+    s.add_argument("--detok-lang", default="en", choices=DETOK_LANGS, metavar="LANG",
+                   help="Moses detokenizer language before sacreBLEU's tokens (%(default)s)")
     s.set_defaults(func=cmd_bootstrap)
 
 

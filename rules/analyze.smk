@@ -1,5 +1,5 @@
-# Analyses with compare-mt: paired bootstrap of a score (BLEU, a ROUGE F1) against a table's
-# baseline row (significance marks), and BLEU by output-length bucket (length figures).
+# Analyses with compare-mt: paired bootstrap of a score (BLEU, sacreBLEU, a ROUGE F1) against a
+# table's baseline row (significance marks), and BLEU by output-length bucket (length figures).
 
 
 rule bootstrap:
@@ -12,6 +12,7 @@ rule bootstrap:
     params:
         lowercase=lambda w: flag("--lowercase", dataset_spec(w)["lowercase"]),
         compound_split=lambda w: flag("--compound-split", dataset_spec(w).get("compound_split")),
+        detok_lang=lambda w: dataset_spec(w)["detok_lang"],
         samples=config["analysis"]["bootstrap_samples"],
     conda:
         "../envs/text.yaml"
@@ -21,7 +22,7 @@ rule bootstrap:
         "python -m nmtbench bootstrap --hyp {input.hyp:q} --baseline {input.baseline:q} "
         "--ref {input.ref:q} --samples {params.samples:q} --seed {wildcards.seed:q} "
         "--score {wildcards.score:q} {params.lowercase:q} {params.compound_split:q} "
-        "--out {output:q} > {log:q} 2>&1"
+        "--detok-lang {params.detok_lang:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule buckets:

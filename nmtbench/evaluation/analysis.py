@@ -1,7 +1,8 @@
-"""compare-mt analyses of one system's output: paired bootstrap against a baseline (on BLEU or
-a ROUGE F1), and BLEU by output-length bucket. Both work on the tokenized text that tokenized
-BLEU and ROUGE score, as the cells score it: lowercased where the dataset is, and for BLEU with
-hyphenated compounds split where the dataset's tokenized BLEU splits them (WMT14 En-De).
+"""compare-mt analyses of one system's output: paired bootstrap against a baseline (on BLEU,
+sacreBLEU or a ROUGE F1), and BLEU by output-length bucket. Each works on the text its cell
+scores, as the cell scores it: lowercased where the dataset is; tokenized BLEU with hyphenated
+compounds split where the dataset's tokenized BLEU splits them (WMT14 En-De); sacreBLEU on
+sacreBLEU's 13a tokens of the Moses-detokenized text.
 """
 
 from __future__ import annotations
@@ -10,11 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sacrebleu.metrics import BLEU
 
 from nmtbench import provenance
 from nmtbench.data.preprocess import split_compounds
 from nmtbench.errors import InputError
-from nmtbench.evaluation.metrics import ROUGE_KINDS, import_nltk, multi_bleu_perl, rouge_sentences
+from nmtbench.evaluation.metrics import (
+    ROUGE_KINDS,
+    detokenize,
+    import_nltk,
+    multi_bleu_perl,
+    rouge_sentences,
+)
 from nmtbench.fileio import read_lines, write_json
 
 import_nltk()  # compare-mt imports nltk: without the scipy.stats nothing here reads
@@ -24,14 +32,22 @@ from compare_mt.bucketers import LengthSentenceBucketer  # noqa: E402
 P_VALUE = 0.05
 
 
-def _corpus(path: str | Path, lowercase: bool, compound_split: bool) -> list[list[str]]:
+def _corpus(path: str | Path, lowercase: bool, compound_split: bool,
+            detok_lang: str | None = None) -> list[list[str]]:
+    """A file's tokens as a cell scores them: the tokenized text (compounds split if asked),
+    or with `detok_lang` sacreBLEU's 13a tokens of the Moses-detokenized text."""
     lines = [line.lower() if lowercase else line for line in read_lines(path)]
+    if detok_lang is not None:
+        from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+        tokenize = Tokenizer13a()
+        return [tokenize(line).split() for line in detokenize(lines, detok_lang)]
     return [(split_compounds(line) if compound_split else line).split() for line in lines]
 
 
-def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool,
-              compound_split: bool = False) -> list[list[list[str]]]:
-    corpora = [_corpus(p, lowercase, compound_split) for p in (ref, *outs)]
+def _parallel(ref: str | Path, *outs: str | Path, lowercase: bool, compound_split: bool = False,
+              detok_lang: str | None = None) -> list[list[list[str]]]:
+    corpora = [_corpus(p, lowercase, compound_split, detok_lang) for p in (ref, *outs)]
     for path, corpus in zip(outs, corpora[1:], strict=True):
         if len(corpus) != len(corpora[0]):
             raise InputError(f"{path} has {len(corpus)} lines but {ref} has {len(corpora[0])}")
@@ -46,8 +62,9 @@ class TokenizedBleu(scorers.Scorer):
     precision as log 0 -> 0, i.e. as a precision of 1, so an output without a single matching
     trigram (an undertrained NAT model's) outscores a far better one."""
 
-    def __init__(self) -> None:
-        self.bleu = multi_bleu_perl(lowercase=False)  # the corpora come lowercased if asked
+    def __init__(self, smooth_method: str = "none") -> None:
+        # the corpora come lowercased if asked; sacreBLEU's own smoothing is "exp"
+        self.bleu = BLEU(tokenize="none", smooth_method=smooth_method, force=True)
 
     def cache_stats(self, ref: list[list[str]], out: list[list[str]],
                     src: Any = None) -> list[list[int]]:
@@ -77,16 +94,20 @@ class RougeF1(scorers.Scorer):
 
 
 SCORERS = {"bleu": ("BLEU (compare-mt, tokenized)", TokenizedBleu),
+           "sacrebleu": ("sacreBLEU (compare-mt, 13a tokens of Moses-detokenized text)",
+                         lambda: TokenizedBleu(smooth_method="exp")),
            **{kind: (f"{kind} F1 (rouge-score, stemmed)", lambda kind=kind: RougeF1(kind))
               for kind in ROUGE_KINDS}}
 
 
 def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out: str | Path, *,
                      samples: int, seed: int, lowercase: bool,
-                     score: str = "bleu", compound_split: bool = False) -> dict[str, Any]:
+                     score: str = "bleu", compound_split: bool = False,
+                     detok_lang: str = "en") -> dict[str, Any]:
     """compare-mt's paired bootstrap (half-size resamples) of `score` (metric_registry's
     BOOTSTRAP_SCORES): is `hyp` better than the baseline? `compound_split` splits hyphenated
-    compounds before BLEU, as the dataset's tokenized BLEU does (ROUGE is scored without).
+    compounds before tokenized BLEU, as the dataset's does (ROUGE and sacreBLEU are scored
+    without); sacreBLEU sees the text Moses-detokenized for `detok_lang`.
 
     p_better is the share of resamples where the system does not beat the baseline; a cell is
     marked significantly better when it is below 0.05 (and worse, symmetrically).
@@ -95,8 +116,9 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
         raise InputError(f"bootstrap score {score!r}: expected one of {', '.join(SCORERS)}")
     label, scorer = SCORERS[score]
     compound_split = compound_split and score == "bleu"
+    detok = detok_lang if score == "sacrebleu" else None
     ref_c, hyp_c, base_c = _parallel(ref, hyp, baseline, lowercase=lowercase,
-                                     compound_split=compound_split)
+                                     compound_split=compound_split, detok_lang=detok)
     np.random.seed(seed)  # compare-mt samples with numpy's global generator
     wins, stats = sign_utils.eval_with_paired_bootstrap(
         ref_c, [hyp_c, base_c], None, scorer(), compare_directions=[(0, 1)],
@@ -108,6 +130,7 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
         "metric": label,
         "lowercase": lowercase,
         "compound_split": compound_split,
+        **({"detok_lang": detok} if detok else {}),
         "win_ratio": better,
         "loss_ratio": worse,
         "p_better": 1 - better,

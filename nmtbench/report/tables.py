@@ -191,8 +191,9 @@ def _table_notes(plan: Plan, table: Table, comparable: dict[tuple[int, int], boo
     """The notes under a table: significance marks, seeds, columns on other data, shared
     runs, joined columns, runs that did not learn."""
     notes = []
+    marked_on = {"bleu": "BLEU", "sacrebleu": "sacreBLEU"}  # else a ROUGE F1
     scores = ", ".join(dict.fromkeys(
-        "BLEU" if METRICS[c.metric].significance == "bleu" else "the column's ROUGE F1"
+        marked_on.get(METRICS[c.metric].significance, "the column's ROUGE F1")
         for c in table.columns if METRICS[c.metric].significance))
     if table.baseline is not None and scores:
         notes.append(f"{BETTER}/{WORSE}: significantly better/worse than the baseline row "

@@ -16,9 +16,9 @@ DETOK_LANGS = ("as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr",
                "pl", "pt", "ro", "ru", "sk", "sl", "sv", "ta", "tdt", "te", "vi", "yue", "zh")
 
 
-# What `nmtbench bootstrap --score` resamples: tokenized BLEU (of both BLEU columns: sacreBLEU
-# is the same system ranking on detokenized text), or one ROUGE F1 averaged over sentences.
-BOOTSTRAP_SCORES = ("bleu", "rouge1", "rouge2", "rougeL")
+# What `nmtbench bootstrap --score` resamples: tokenized BLEU, sacreBLEU (each column's marks
+# on its own BLEU), or one ROUGE F1 averaged over sentences.
+BOOTSTRAP_SCORES = ("bleu", "sacrebleu", "rouge1", "rouge2", "rougeL")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("bleu_tokenized", "metrics", ("bleu", "tokenized"), "BLEU (tokenized)", "{:.2f}",
            significance="bleu", quality=True),
     Metric("sacrebleu", "metrics", ("bleu", "sacrebleu"), "sacreBLEU", "{:.2f}",
-           significance="bleu", quality=True),
+           significance="sacrebleu", quality=True),
     # sacreBLEU's chrF on the detokenized text: no paper here reports it, and the bootstrap
     # resamples no character n-grams, so its cells carry no significance mark
     Metric("chrf", "metrics", ("chrf", "score"), "chrF", "{:.2f}", quality=True),

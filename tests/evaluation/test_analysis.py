@@ -12,7 +12,7 @@ from sacrebleu.metrics import BLEU
 from nmtbench.data.preprocess import split_compounds
 from nmtbench.errors import InputError
 from nmtbench.evaluation.analysis import RougeF1, length_buckets, paired_bootstrap
-from nmtbench.evaluation.metrics import bleu, rouge
+from nmtbench.evaluation.metrics import bleu, detokenize, rouge
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
          "rho sigma tau upsilon").split()
@@ -128,7 +128,7 @@ def test_every_score_a_metric_is_marked_by_can_be_bootstrapped() -> None:
 
 def test_an_unknown_bootstrap_score_is_an_error(files, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="bootstrap score 'meteor': expected one of bleu, "
-                                         "rouge1, rouge2, rougeL"):
+                                         "sacrebleu, rouge1, rouge2, rougeL"):
         bootstrap(files, "good", "bad", tmp_path / "x.json", score="meteor")
     assert not (tmp_path / "x.json").exists()
 
@@ -354,3 +354,22 @@ def test_buckets_split_compounds_for_bleu_but_measure_the_output_as_written(
     cell = bleu(split_h, split_r, COMPOUND_B, COMPOUND_REFS, lowercase=False)["tokenized"]
     assert result["buckets"][0]["sentences"] == len(COMPOUND_B)
     assert result["buckets"][0]["bleu"] == pytest.approx(cell)
+
+
+def test_the_sacrebleu_bootstrap_scores_the_cells_sacrebleu(tmp_path: Path) -> None:
+    """A sacreBLEU cell's marks come from resamples of sacreBLEU itself (13a tokens of the
+    Moses-detokenized text), a tokenized BLEU cell's from tokenized BLEU: an output that
+    differs from its reference in spacing alone is perfect to the one and not the other."""
+    refs = [f"i don 't know , {w} said ." for w in WORDS]
+    hyps = [f"i don't know , {w} said ." for w in WORDS]
+    paths = {n: write(tmp_path / f"{n}.txt", lines) for n, lines in
+             (("ref", refs), ("a", hyps), ("b", refs))}
+    cell = bleu(hyps, refs, detokenize(hyps, "en"), detokenize(refs, "en"), lowercase=False)
+    for score, cell_bleu in (("sacrebleu", cell["sacrebleu"]), ("bleu", cell["tokenized"])):
+        result = paired_bootstrap(paths["a"], paths["b"], paths["ref"], tmp_path / "s.json",
+                                  samples=20, seed=3, lowercase=False, score=score,
+                                  detok_lang="en")
+        # every sentence scores alike, so every resample scores the cell's number
+        assert result["system"]["mean"] == pytest.approx(cell_bleu), score
+    assert cell["sacrebleu"] == pytest.approx(100) and cell["tokenized"] < 70
+    assert result["score"] == "bleu" and "detok_lang" not in result

@@ -410,19 +410,22 @@ def test_table_targets_metrics_latency_and_bootstrap(catalogue):
         f"{r}/metrics.test.{T2}.json", f"{r}/metrics.valid.{T2}.json",
         f"{r}/latency.{T2}.vs.base.{T5}.json",
         f"{r}/bootstrap.test.{T2}.bleu.vs.base.{T5}.json",
+        f"{r}/bootstrap.test.{T2}.sacrebleu.vs.base.{T5}.json",  # its sacreBLEU column's
         # half-data: its own run
         f"{h}/metrics.test.{T5}.json", f"{h}/metrics.valid.{T5}.json",
         f"{h}/latency.{T5}.vs.base.{T5}.json",
         f"{h}/bootstrap.test.{T5}.bleu.vs.base.{T5}.json",
+        f"{h}/bootstrap.test.{T5}.sacrebleu.vs.base.{T5}.json",
         # the claim that half-data beats base-beam2: their own paired bootstrap
         f"{h}/bootstrap.test.{T5}.bleu.vs.base.{T2}.json",
+        f"{h}/bootstrap.test.{T5}.sacrebleu.vs.base.{T2}.json",
         # no bootstrap.valid: only the params column reads the valid split, and a parameter
         # count has no significance test
     }
     table = catalogue.tables["mini.table1"]
     assert plan.baseline_cell(table, 0) == plan.cell("iwslt14-de-en", "base", "x")
     targets = plan_for(catalogue, tables=["mini.table1"], seeds=[1, 2]).targets()
-    assert len(targets) == 24
+    assert len(targets) == 30
     assert f"{h}/latency.{T5}.vs.base.{T5}.json".replace("seed1", "seed2") in targets
     assert targets == sorted(targets)
 
