@@ -667,6 +667,26 @@ def test_the_schema_types_every_pre_training_setting():
     assert typed == {f.name for f in fields(PretrainConfig)} | {"dataset", "side"}
 
 
+def test_a_key_written_twice_is_refused_where_yaml_would_keep_the_last(tmp_path):
+    """YAML readers (Snakemake's too) keep a key's last value without a word; the workflow
+    reads the config files it was given again and stops at the first key written twice."""
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("defaults:\n  max_epochs: 2\n  lr: 0.001\n  max_epochs: 1\n")
+    with pytest.raises(InputError) as err:
+        nmtconfig.load_config([twice])
+    assert str(err.value) == (f"{twice}: line 4: invalid YAML (key 'max_epochs' is written "
+                              "twice in one mapping)")
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--directory", str(tmp_path),
+         "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(DEFAULT), str(twice)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [
+        f"config error: {err.value}"]
+    twice.write_text("defaults: &d {max_epochs: 2}\nother: {<<: *d, max_epochs: 1}\n")
+    assert nmtconfig.load_config([twice])["other"] == {"max_epochs": 1}  # overriding a merge
+
+
 def test_a_yaml_alias_of_a_mapping_is_refused_before_merging(tmp_path):
     """One mapping under two keys: a config merged over it (Snakemake's --configfile, in
     place) would change both keys; a copy (`{<<: *name}`) is fine."""
