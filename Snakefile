@@ -2,10 +2,18 @@
 # The embedded default (config/config.yaml) runs on the generated toy world; see README.md.
 import os
 import shlex
+import sys
 
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# Snakemake formats the paths of rules' conda environments, which lie in this checkout, as
+# patterns: a brace in the checkout's path would be taken for a wildcard.
+if "{" in workflow.basedir or "}" in workflow.basedir:
+    print(f"error: the workflow's path {workflow.basedir} holds a brace, which Snakemake takes "
+          "for a wildcard; clone it to a path without { or }", file=sys.stderr)
+    sys.exit(1)
 
 # Every job imports nmtbench from this checkout, also inside a --use-conda environment (which
 # pins the dependencies but cannot install the project from a path relative to itself).

@@ -268,11 +268,8 @@ def cmd_latency(args: argparse.Namespace) -> None:
     settings = decode_settings.from_arguments(args)
     baseline = None
     if args.baseline_decode:
-        try:
-            baseline = decode_settings.DecodeSettings.from_dict(
-                json_object(args.baseline_decode, "--baseline-decode"))
-        except TypeError as err:
-            raise InputError(f"--baseline-decode: {err}") from None
+        baseline = _decode_settings(json_object(args.baseline_decode, "--baseline-decode"),
+                                    "--baseline-decode")
     result = measure_latency(args.run_dir, args.src, args.out, sentences=args.sentences,
                              throughput_batch=args.throughput_batch, device=args.device,
                              settings=settings, baseline_dir=args.baseline_run_dir,
@@ -280,6 +277,19 @@ def cmd_latency(args: argparse.Namespace) -> None:
     logging.info("latency: median %.1f ms, p90 %.1f ms on %s%s",
                  result["latency_ms"]["median"], result["latency_ms"]["p90"], result["device"],
                  f"; speedup {result['speedup']:.2f}x" if "speedup" in result else "")
+
+
+def _decode_settings(values: dict, option: str) -> decode_settings.DecodeSettings:
+    """A JSON option's decoding settings, checked as a config's `decode:` block is (and the
+    method's `decoding`, which the workflow passes with them)."""
+    from nmtbench.workflow.config import check_against
+    from nmtbench.workflow.schema import definitions
+
+    schema = definitions()["decode"]
+    decoding = {"enum": ["at", "nat"]}
+    check_against({**schema, "properties": {**schema["properties"], "decoding": decoding}},
+                  values, f"{option}: key 'decode")
+    return decode_settings.DecodeSettings.from_dict(values)
 
 
 def _latency_arguments(sub: argparse._SubParsersAction) -> None:

@@ -190,6 +190,8 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
     """Decode every line of src_path (or its first `max_lines`) into out_path, in order, with
     the run's checkpoint and search `settings`; return the decoding record."""
     lines = read_lines(src_path)
+    if not lines:
+        raise InputError(f"{src_path} is empty: nothing to decode")
     if max_lines is not None:
         if len(lines) < max_lines:
             raise InputError(f"{src_path} has {len(lines)} lines, fewer than the {max_lines} "

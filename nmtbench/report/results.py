@@ -67,7 +67,7 @@ class Results:
             scored = [(read_result(self.path(c.file(layout.METRICS, seed, split=split))), c)
                       for c in (cell, baseline)]
             if not all(s is not None and self.current(s, c, seed, split)
-                       for s, c in scored) or data.get("hyps") != [s["hyp"] for s, _ in scored]:
+                       for s, c in scored) or data.get("hyps") != [s.get("hyp") for s, _ in scored]:
                 self.stale.add(path)  # it compared hypotheses the table does not show
                 return ""
             verdicts.append(data.get("significance"))
@@ -84,10 +84,10 @@ class Results:
         run_dir = self.path(cell.run_dir(seed))
         if not provenance.current(record, run_dir):
             return False
-        if split is not None and "hyp" in record:
+        if split is not None:
             hyp = self.path(cell.file(layout.HYP, seed, split=split))
-            if hyp.is_file() and record["hyp"] != self._digest(hyp):
-                return False  # decoded again since it was scored
+            if hyp.is_file() and record.get("hyp") != self._digest(hyp):
+                return False  # decoded again since it was scored, or it does not say
         return self.run_current(cell, seed)
 
     def run_current(self, cell: Cell, seed: int) -> bool:

@@ -194,7 +194,7 @@ def _check_experiments(config: dict[str, Any], plan: Plan, decode_schema: dict) 
         for key in config["defaults"]:
             _check_key(key, info, "config key 'defaults")
         if method not in defaults_checked:
-            _check_against(info.schema, config["defaults"], "config key 'defaults")
+            check_against(info.schema, config["defaults"], "config key 'defaults")
             defaults_checked.add(method)
     # once every experiment's settings are checked: the runs they learn from, of every kind
     run_inputs.check_config(plan, lambda dataset, experiment, key: _setting_origin(
@@ -215,9 +215,9 @@ def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> 
                                  "nor an experiment with one")
             for key in settings:  # checked like an experiment's keys: a typo is never ignored
                 _check_key(key, implemented[method], where)
-            _check_against(implemented[method].schema,
+            check_against(implemented[method].schema,
                            {k: v for k, v in settings.items() if k != "decode"}, where)
-            _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
+            check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
         if spec["kind"] not in ("toyworld", "reversed"):  # a recipe, and downloads for it
             check_sources(dataset, spec, config.get("sources", {}))
     for paper_dataset, dataset in config.get("dataset_map", {}).items():
@@ -379,11 +379,11 @@ def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: d
     for key in settings:
         _check_key(key, info, where)
     info.decoding(settings, where)
-    _check_against(info.schema, {k: v for k, v in settings.items()
+    check_against(info.schema, {k: v for k, v in settings.items()
                                  if k not in SETTINGS_OUTSIDE_TRAINER}, where)
     if bad := _non_finite(settings):  # a paper's own settings: the config's are checked
         raise InputError(f"{where}.{bad[0]}': {bad[1]} is not a finite number")
-    _check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
+    check_against(decode_schema, settings.get("decode", {}), f"{where}.decode")
 
 
 def check_run_settings(settings: dict[str, Any], where: str,
@@ -428,7 +428,7 @@ def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCH
     the schema's datasets.*.world as the workflow checks a config's."""
     schema = load_yaml(Path(schema_path).read_text())
     spec = schema["properties"]["datasets"]["additionalProperties"]["properties"]["world"]
-    _check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
+    check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
 
 
 def check_pretrain_settings(settings: dict[str, Any], where: str,
@@ -438,12 +438,13 @@ def check_pretrain_settings(settings: dict[str, Any], where: str,
     schema = load_yaml(Path(schema_path).read_text())
     spec = dict(schema["properties"]["pretraining"]["additionalProperties"])
     spec["required"] = [key for key in spec["required"] if key not in ("dataset", "side")]
-    _check_against({**spec, "$defs": schema["$defs"]}, settings, f"{where}: key 'settings")
+    check_against({**spec, "$defs": schema["$defs"]}, settings, f"{where}: key 'settings")
 
 
-def _check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -> None:
-    """Settings the config schema does not reach (papers' decoding, dataset overrides)
-    against its definitions; `where` is the message's prefix up to the key."""
+def check_against(schema: dict[str, Any], values: dict[str, Any], where: str) -> None:
+    """Settings the config schema does not reach (papers' decoding, dataset overrides, a
+    command's JSON options) against its definitions; `where` is the message's prefix up to
+    the key."""
     error = jsonschema.exceptions.best_match(
         Validator(schema).iter_errors(values))
     if error is not None:

@@ -101,6 +101,18 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
     "decode, a truncated config.json": (
         lambda d: ["decode", "--run-dir", d / "cut", "--src", d / "text", "--out", d / "hyp"],
         "{d}/cut/config.json: line 1: invalid JSON (Unterminated string starting at)"),
+    "decode, an empty source": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "empty", "--out", d / "hyp"],
+        "{d}/empty is empty: nothing to decode"),
+    "latency, a baseline's beam not a number": (
+        lambda d: ["latency", "--run-dir", d / "run", "--src", d / "text", "--out", d / "l.json",
+                   "--baseline-run-dir", d / "run", "--baseline-decode", '{"beam": "x"}'],
+        "--baseline-decode: key 'decode.beam': 'x' is not of type 'integer'"),
+    "latency, a baseline's unknown setting": (
+        lambda d: ["latency", "--run-dir", d / "run", "--src", d / "text", "--out", d / "l.json",
+                   "--baseline-run-dir", d / "run", "--baseline-decode", '{"beams": 4}'],
+        "--baseline-decode: key 'decode': Additional properties are not allowed ('beams' was "
+        "unexpected)"),
     "decode, beam 0": (
         lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
                    "--beam", "0"],

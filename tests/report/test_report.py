@@ -222,6 +222,24 @@ def test_no_mark_from_a_bootstrap_of_other_hypotheses(tmp_path: Path, papers: Pa
     assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
 
 
+def test_scores_that_do_not_name_their_hypotheses_are_left_out(tmp_path: Path,
+                                                              papers: Path) -> None:
+    """A metrics file without the digest of the hypotheses it scored (written by hand, or by
+    another tool) cannot show it scored those there now: left out, not a traceback."""
+    plan = setup(tmp_path, papers, [1])
+    for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):
+        record = json.loads(metrics.read_text())
+        del record["hyp"]
+        metrics.write_text(json.dumps(record))
+    text = render(plan, tmp_path)  # no hypotheses there to compare: shown, but unmarked
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
+    (tmp_path / BIG1 / f"hyp.test.{TAG_BIG}.txt").write_text("a hypothesis\n")
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+    assert "metrics.test." in section(text, "Left out: made from an earlier training")
+
+
 def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1, 2])
     (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()

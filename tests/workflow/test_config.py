@@ -667,6 +667,21 @@ def test_the_schema_types_every_pre_training_setting():
     assert typed == {f.name for f in fields(PretrainConfig)} | {"dataset", "side"}
 
 
+def test_a_checkout_whose_path_holds_a_brace_is_refused_in_one_line(tmp_path):
+    """Snakemake would take the brace for a wildcard in the paths of the rules' conda
+    environments and stop with a traceback."""
+    (tmp_path / "a{b}").mkdir()
+    (tmp_path / "a{b}" / "repo").symlink_to(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--directory", str(tmp_path),
+         "--snakefile", str(tmp_path / "a{b}" / "repo" / "Snakefile")],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"error: the workflow's path {tmp_path}/a{{b}}/repo holds a brace, which Snakemake "
+        "takes for a wildcard; clone it to a path without { or }")
+
+
 def test_a_key_written_twice_is_refused_where_yaml_would_keep_the_last(tmp_path):
     """YAML readers (Snakemake's too) keep a key's last value without a word; the workflow
     reads the config files it was given again and stops at the first key written twice."""
