@@ -48,13 +48,18 @@ class Batch:
                      self.ids.to(device), {k: v.to(device) for k, v in self.extras.items()})
 
 
-@dataclass(frozen=True)
 class Progress:
     """Where training is: `step` updates made, of `total` planned (max_updates, or max_epochs x
-    the updates of one epoch)."""
+    the updates of one epoch). Reading `total` (or `fraction`) is noted (`read_total`): a run
+    whose schedule read its length resumes only to the same length (`resume_refusal`)."""
 
-    step: int
-    total: int
+    def __init__(self, step: int, total: int):
+        self.step, self._total, self.read_total = step, total, False
+
+    @property
+    def total(self) -> int:
+        self.read_total = True
+        return self._total
 
     @property
     def fraction(self) -> float:

@@ -18,7 +18,7 @@ from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import read_jsonl, write_lines
 from nmtbench.parts import checkpoints
 from nmtbench.training.distributed import World
-from nmtbench.workflow.train_settings import resumable
+from nmtbench.workflow.train_settings import resumable, resume_refusal
 
 log = logging.getLogger(__name__)
 
@@ -76,18 +76,23 @@ class RunFiles:
         write_lines(self.log_path, [json.dumps(record) for record in kept])
 
     def load_last(self, cfg: dict[str, Any], inputs_digest: dict[str, str],
-                  world_size: int) -> dict[str, Any]:
-        """last.pt, verified, of this config and these inputs. Damaged, there is nothing to fall
-        back on: an epoch checkpoint holds no optimizer state, and resuming one with a fresh
-        optimizer would make another run than the config describes."""
+                  world_size: int, total_updates: int) -> dict[str, Any]:
+        """last.pt, verified, of this config and these inputs, and resumable to what an
+        uninterrupted run of `cfg` (`total_updates` long) gives. Damaged, there is nothing to
+        fall back on: an epoch checkpoint holds no optimizer state, and resuming one with a
+        fresh optimizer would make another run than the config describes."""
         last = self.last
         try:
             state = checkpoints.load(last)
         except InputError as err:
             raise InputError(f"{err}; the epoch checkpoints hold no optimizer state to resume "
                              f"from: {retrain(self.run_dir)}") from None
-        if resumable(json.loads(state["config"])) != resumable(cfg):
+        saved = json.loads(state["config"])
+        if resumable(saved) != resumable(cfg):
             raise InputError(f"{last} was trained with another config; {retrain(self.run_dir)}")
+        if why := resume_refusal(saved, state, cfg, total_updates):
+            raise InputError(f"{last} cannot resume as this config's run: {why}; "
+                             f"{retrain(self.run_dir)}")
         if stale := provenance.changed(state["inputs"], inputs_digest):
             raise InputError(f"{last} was trained on other inputs ({', '.join(stale)} changed); "
                              f"{retrain(self.run_dir)}")

@@ -4,7 +4,9 @@ fairseq's recipe, kept small: token-based batches, Adam (0.9, 0.98) with an inve
 schedule after linear warm-up, gradient clipping, validation loss every epoch, `last`/`best`/
 per-epoch checkpoints, bf16 autocast on CUDA. A restarted run resumes from `checkpoints/last.pt`
 (model, optimizer, schedule, RNG, position inside the epoch), so on CPU a resumed run ends with
-exactly the weights of an uninterrupted one.
+exactly the weights of an uninterrupted one; a checkpoint that an uninterrupted run of the
+current config would not pass through (trained further, or on a schedule over another length)
+is refused (`resume_refusal`).
 
 Under `torchrun` the same loop is data-parallel (DistributedDataParallel): every update takes
 `world size x update_freq` consecutive batches of the epoch's shuffled list, each process its
@@ -113,20 +115,21 @@ class Trainer:
     def _state(self) -> dict[str, Any]:
         return {"model": self.model.checkpoint_state(), "optimizer": self.optimizer.state_dict(),
                 "step": self.step, "epoch": self.epoch, "offset": self.offset,
-                "world_size": self.world.size,
-                "best_valid": self.best_valid, "seconds": self.seconds,
+                "world_size": self.world.size, "best_valid": self.best_valid,
+                "seconds": self.seconds, "total_updates": self.total_updates,
                 "epochs_without_improvement": self.epochs_without_improvement,
-                "loss_ema": self.updater.loss_ema, **distributed.rng_state(),
+                **self.updater.state(), **distributed.rng_state(),
                 "config": json.dumps(self.cfg, sort_keys=True), "inputs": self.inputs_digest}
 
     def _resume(self) -> None:
-        state = self.files.load_last(self.cfg, self.inputs_digest, self.world.size)
+        state = self.files.load_last(self.cfg, self.inputs_digest, self.world.size,
+                                     self.total_updates)
         self.model.load_checkpoint_state(state["model"], str(self.files.last))
         self.optimizer.load_state_dict(state["optimizer"])
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
             setattr(self, key, state[key])
-        self.updater.loss_ema = state["loss_ema"]
+        self.updater.restore(state)
         self.saved_step = self.step
         distributed.restore_rng(state, self.world, self.tc.seed, self.step)
         self.files.truncate_log(self.step)

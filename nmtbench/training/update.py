@@ -36,6 +36,17 @@ class Updater:
         self.model, self.synced, self.groups, self.optimizer = model, synced, groups, optimizer
         self.world, self.device, self.tc, self.total_updates = world, device, tc, total_updates
         self.loss_ema: float | None = None
+        # whether the run's schedules read its planned length (saved in checkpoints)
+        self.read_total = tc.lr_schedule == "linear"
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the updater."""
+        return {"loss_ema": self.loss_ema, "read_total": self.read_total}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Back to a checkpoint's `state` (one older than `read_total` is taken to have read
+        the run's length)."""
+        self.loss_ema, self.read_total = state["loss_ema"], state.get("read_total", True)
 
     def _loss(self, batch, progress):
         return (self.model.loss(batch, progress) if self.synced is None
@@ -54,6 +65,7 @@ class Updater:
         for spec, param_group in zip(self.groups, self.optimizer.param_groups, strict=True):
             param_group["lr"] = lr * spec.lr_scale(progress)
         sums = self._gradients(group, data, progress)
+        self.read_total = self.read_total or progress.read_total
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(
             params, self.tc.clip_norm if self.tc.clip_norm > 0 else math.inf)

@@ -29,9 +29,38 @@ STOPPING = ("max_epochs", "max_updates", "patience", "divergence_factor")
 
 def resumable(cfg: dict[str, Any]) -> dict[str, Any]:
     """The settings a checkpoint must share with the run that loads it (resuming it, or
-    decoding with it): all but when to stop, so that raising max_epochs and running again
-    trains on from where the run ended."""
+    decoding with it): all but when to stop (`resume_refusal` judges those)."""
     return {k: v for k, v in cfg.items() if k not in STOPPING}
+
+
+def _off_is_never(value: float) -> float:
+    return value if value else math.inf  # patience and divergence_factor: 0 never stops
+
+
+def resume_refusal(saved: dict[str, Any], state: dict[str, Any], cfg: dict[str, Any],
+                   total_updates: int) -> str | None:
+    """Why resuming a checkpoint (`state`, trained with `saved`) under `cfg` would not end as
+    an uninterrupted run of `cfg` does, or None: its schedule read the run's planned length
+    and `cfg` plans another (`Progress.read_total`; a linear decay always does), it is past
+    where `cfg` stops, or `cfg` stops on a patience or divergence it might have met earlier.
+    Raising `max_epochs` of an inverse-square-root run trains on from where it ended."""
+    old, new = TrainConfig.from_dict(saved), TrainConfig.from_dict(cfg)
+    planned = state.get("total_updates")  # None: saved before it was recorded
+    same_length = (planned == total_updates if planned is not None else
+                   (old.max_epochs, old.max_updates) == (new.max_epochs, new.max_updates))
+    if not same_length and state.get("read_total", True):
+        return (f"its schedule ran over {planned or 'another number of'} updates (a linear "
+                f"decay, or its method's schedule), this config plans {total_updates}")
+    step, epoch, offset = state["step"], state["epoch"], state["offset"]
+    if ((new.max_updates and step > new.max_updates) or epoch - 1 > new.max_epochs
+            or (epoch > new.max_epochs and offset > 0)):
+        return (f"it has trained {step} updates into epoch {epoch}, past where this config "
+                "stops")
+    for key in ("patience", "divergence_factor"):
+        if _off_is_never(getattr(new, key)) < _off_is_never(getattr(old, key)):
+            return (f"this config's {key} {getattr(new, key)} may have stopped it earlier "
+                    f"than its {getattr(old, key)} did")
+    return None
 
 
 def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:

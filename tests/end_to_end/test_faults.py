@@ -196,6 +196,21 @@ def test_flipped_bytes_are_caught_when_decoding_averaging_and_warm_starting(
     assert one_error_line(capsys).startswith(f"error: init_from: {best}: corrupt checkpoint")
 
 
+@pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"patience": 1},
+                                     {"lr_schedule": "linear"}],
+                         ids=["fewer-epochs", "a-patience-it-may-have-met", "another-schedule"])
+def test_a_finished_run_under_changed_settings_is_not_reported_as_theirs(run_copy, toy_paths,
+                                                                          capsys, changed):
+    """The train command the workflow reruns when the config changes: resuming would keep the
+    old model (2 epochs where 1 is asked), one a patience might have stopped earlier, or one
+    of another schedule; it stops instead, in one line saying how to train again, and the
+    run's summary stays the old training's (test_trainer: a linear decay's length)."""
+    summary = (run_copy / "train_summary.json").read_text()
+    assert train(run_copy, {**CFG, **changed}, toy_paths) == 2
+    assert one_error_line(capsys).endswith(f"; delete {run_copy} to train it again")
+    assert (run_copy / "train_summary.json").read_text() == summary
+
+
 def test_a_corrupt_last_checkpoint_stops_the_resume_with_one_line(run_copy, toy_paths, capsys):
     last = run_copy / "checkpoints" / "last.pt"
     corrupt(last)

@@ -10,9 +10,10 @@ from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
 from nmtbench.errors import InputError
 from nmtbench.parts import checkpoints
+from nmtbench.parts.contract import Progress
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
-from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr
+from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr, resume_refusal
 
 
 def test_inverse_sqrt_schedule():
@@ -192,3 +193,50 @@ def test_weight_decay_is_decoupled_as_in_fairseq_and_bert(toy_paths, tmp_path):
             factor *= 1 - record["lr"] * decay
     assert factor < 0.999  # the decay is large enough to see
     torch.testing.assert_close(table.detach()[unseen], before[unseen] * factor)
+
+
+def test_a_checkpoint_past_where_the_config_stops_is_not_resumed(toy_paths, tmp_path):
+    """max_epochs lowered 2 -> 1: resuming would report the 2-epoch model as the 1-epoch run's."""
+    run = tmp_path / "run"
+    Trainer(run, {**CFG, "max_epochs": 2}, toy_paths, device="cpu").run()
+    summary = (run / "train_summary.json").read_text()
+    with pytest.raises(InputError, match=r"last\.pt cannot resume as this config's run: it has "
+                       r"trained \d+ updates into epoch 3, past where this config stops; "
+                       rf"delete {run} to train it again"):
+        Trainer(run, {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    assert (run / "train_summary.json").read_text() == summary
+
+
+def test_a_linear_decay_resumes_only_to_the_length_it_decayed_over(toy_paths, tmp_path):
+    """Raising max_epochs of a linearly decayed run would go on from a rate decayed to 0 over
+    the old length; an inverse-square-root run trains on (test_distributed: to the weights of
+    an uninterrupted run)."""
+    run = tmp_path / "run"
+    linear = {**CFG, "lr_schedule": "linear", "max_epochs": 1}
+    first = Trainer(run, linear, toy_paths, device="cpu").run()
+    with pytest.raises(InputError, match=rf"its schedule ran over {first['steps']} updates \(a "
+                       r"linear decay, or its method's schedule\), this config plans \d+"):
+        Trainer(run, {**linear, "max_epochs": 2}, toy_paths, device="cpu").run()
+    assert Trainer(run, linear, toy_paths, device="cpu").run()["steps"] == first["steps"]
+
+
+@pytest.mark.parametrize(("key", "old", "new", "refused"), [
+    ("patience", 3, 1, True), ("patience", 0, 2, True), ("patience", 1, 3, False),
+    ("divergence_factor", 10.0, 5.0, True), ("divergence_factor", 10.0, 0, False)])
+def test_a_stop_it_might_have_met_earlier_is_not_resumed(key, old, new, refused):
+    state = {"step": 4, "epoch": 2, "offset": 0, "total_updates": 8, "read_total": False}
+    why = resume_refusal({**CFG, key: old}, state, {**CFG, key: new}, 8)
+    assert (why is not None) == refused and (not refused or key in why)
+
+
+def test_a_schedule_that_read_the_runs_length_resumes_only_to_it():
+    """A method's lr_scale or loss that read `Progress.total` (or `fraction`) ties the run to
+    its length, as a linear decay does; an older checkpoint is assumed to."""
+    progress = Progress(3, 10)
+    assert not progress.read_total and progress.fraction == 0.3 and progress.read_total
+    state = {"step": 4, "epoch": 2, "offset": 0, "total_updates": 8}
+    longer = {**CFG, "max_epochs": CFG["max_epochs"] + 1}
+    assert resume_refusal(CFG, {**state, "read_total": False}, longer, 12) is None
+    assert "ran over 8 updates" in resume_refusal(CFG, {**state, "read_total": True}, longer, 12)
+    assert resume_refusal(CFG, state, longer, 12) is not None
+    assert resume_refusal(CFG, state, CFG, 8) is None
