@@ -654,6 +654,9 @@ READS = {
     "report": ("pretrained",),
 }
 RUN_OPTIONS = ("run_dir", "baseline_run_dir")
+# The checkout's own files the workflow reads: no command writes over or into them
+WORKFLOW_SOURCES = [Path(__file__).resolve().parents[1] / name for name in (
+    "Snakefile", "config", "papers", "rules", "envs", "profiles", "scripts", "nmtbench")]
 
 
 def _refuse_overlaps(args: argparse.Namespace) -> None:
@@ -677,6 +680,8 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                 inputs.append(item)
     if args.command == "report":  # the runs it reports; tables.md goes beside them
         inputs.append(Path(args.results) / "runs")
+    inputs.extend(getattr(args, "configfile", None) or [])  # the configs it reads
+    inputs.extend(WORKFLOW_SOURCES)  # what every job of the workflow reads
     outputs = {f"--{key.replace('_', '-')}": path for key in WRITES.get(args.command,
                                                                           ("out", "info"))
                if (path := getattr(args, key, None)) and not (

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,20 @@ def refuse_overlap(outputs: dict[str, str | os.PathLike],
                 continue
             raise InputError(f"{option} {out} {relation} the input {given}: the command would "
                              "overwrite what it reads; write to another path")
+
+
+def refuse_foreign(directory: str | os.PathLike, patterns: list[str], what: str) -> None:
+    """A directory a command writes into may hold only what that command writes there (glob
+    `patterns`; names starting with "." are temporary files and locks): anything else is
+    another command's (a checkpoint's weights, a run's log) and would be replaced by it or
+    mixed into it. One line naming the first such entry."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    for entry in sorted(directory.iterdir()):
+        if not entry.name.startswith(".") and not any(fnmatch(entry.name, p) for p in patterns):
+            raise InputError(f"{directory}: it holds {entry.name}, which no {what} holds; "
+                             "write to a new directory")
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -74,3 +74,12 @@ def fields(template: str) -> list[str]:
 def fill(template: str, **values: object) -> str:
     """The template with `values` formatted in and every other field left as a wildcard."""
     return template.format(**{name: f"{{{name}}}" for name in fields(template)} | values)
+
+
+def run_entries() -> list[str]:
+    """Glob patterns of what a run directory holds: the first name of every run file template
+    here (a field matches anything). Anything else there is not a run's."""
+    firsts = {value[len(RUN) + 1:].split("/")[0] for value in globals().values()
+              if isinstance(value, str) and value.startswith(RUN + "/")}
+    return sorted("".join(text + ("*" if name else "") for text, name, _, _
+                          in Formatter().parse(first)) for first in firsts)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmtbench.errors import InputError, one_line
-from nmtbench.fileio import read_lines
+from nmtbench.fileio import read_lines, refuse_foreign
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
     from transformers import PreTrainedTokenizerBase
@@ -46,16 +46,21 @@ class Vocab:
 
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# what a saved BERT tokenizer's directory holds
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt",
+                   "special_tokens_map.json")
 # The roles a vocabulary without them gains after its own ids, in this order
 ADDED_TOKENS = {"pad_token": "[PAD]", "mask_token": "[MASK]"}
 
 
 def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: int,
                     lowercase: bool = False, min_frequency: int = 2) -> None:
-    """Train a BERT WordPiece vocabulary on text files and save it in Hugging Face format."""
+    """Train a BERT WordPiece vocabulary on text files and save it in Hugging Face format
+    (into a new directory, or one holding an earlier vocabulary's files alone)."""
     from tokenizers.implementations import BertWordPieceTokenizer
     from transformers import BertTokenizer
 
+    refuse_foreign(out_dir, list(TOKENIZER_FILES), "vocabulary's directory")
     trainer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False,
                                      clean_text=True, handle_chinese_chars=True)
     # The trainer numbers "##x" pieces in hash-map order, and ids break ties between equally

@@ -15,7 +15,7 @@ import torch
 
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError, retrain
-from nmtbench.fileio import read_jsonl, write_lines
+from nmtbench.fileio import read_jsonl, refuse_foreign, write_lines
 from nmtbench.parts import checkpoints
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import resumable, resume_refusal
@@ -51,6 +51,7 @@ class RunFiles:
     """The files of one run directory the trainer writes (only the main process writes)."""
 
     def __init__(self, run_dir: Path, is_main: bool):
+        refuse_foreign(run_dir, layout.run_entries(), "run directory")  # a checkpoint's, say
         self.run_dir, self.is_main = run_dir, is_main
         self.ckpt_dir = run_dir / layout.CHECKPOINTS_NAME
         self.log_path = run_dir / layout.TRAIN_LOG_NAME

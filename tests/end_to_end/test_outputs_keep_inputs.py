@@ -16,6 +16,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
 
 RUN = "runs/toy/r/seed1"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -119,6 +120,13 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
     "report into a run": (
         lambda d: ["report", "--results", d, "--out", d / RUN / "config.json", "--config", "{}"],
         "--out {d}/" + RUN + "/config.json lies inside the input {d}/runs"),
+    "report over a config file it reads": (
+        lambda d: ["report", "--configfile", d / "src", "--results", d, "--out", d / "src"],
+        "--out {d}/src is the input {d}/src"),
+    "report into the workflow's paper files": (
+        lambda d: ["report", "--results", d, "--out", ROOT / "papers" / "tables.md",
+                   "--config", "{}"],
+        f"--out {ROOT}/papers/tables.md lies inside the input {ROOT}/papers"),
     "prepare into its downloads": (
         lambda d: ["prepare", "--dataset", "x", "--spec", "{}", "--downloads", d / "downloads",
                    "--out", d / "downloads" / "prepared"],
@@ -165,3 +173,15 @@ def test_a_directory_output_replaces_only_an_earlier_output_of_its_command(tmp_p
         with atomic_directory(target, "summary.json") as out:
             (out / "summary.json").write_text('{"new": 1}')
         assert sorted(p.name for p in target.iterdir()) == ["summary.json"]
+
+
+def test_a_directory_holding_another_commands_files_is_not_written_into(world, capsys):
+    """A vocabulary trained into a pre-trained checkpoint's directory would replace the
+    checkpoint's own vocabulary beside its weights (a run directory: test_trainer)."""
+    bert = world / "pretrained" / "bert"
+    before = contents(world)
+    assert cli.main(["tokenizer", "--corpus", str(world / "src"), "--out", str(bert),
+                     "--vocab-size", "50"]) == 2
+    assert capsys.readouterr().err == (f"error: {bert}: it holds config.json, which no "
+                                       "vocabulary's directory holds; write to a new directory\n")
+    assert contents(world) == before

@@ -240,3 +240,16 @@ def test_a_schedule_that_read_the_runs_length_resumes_only_to_it():
     assert "ran over 8 updates" in resume_refusal(CFG, {**state, "read_total": True}, longer, 12)
     assert resume_refusal(CFG, state, longer, 12) is not None
     assert resume_refusal(CFG, state, CFG, 8) is None
+
+
+def test_a_run_is_not_trained_into_a_directory_of_other_files(toy_paths, tmp_path):
+    """A pre-trained checkpoint's directory (or any other) given as the run directory: its
+    files would be mixed with or replaced by the run's."""
+    bert = tmp_path / "bert"
+    bert.mkdir()
+    (bert / "model.safetensors").write_bytes(b"weights")
+    (bert / "config.json").write_text("{}")
+    with pytest.raises(InputError, match=rf"^{bert}: it holds model\.safetensors, which no run "
+                       "directory holds; write to a new directory$"):
+        Trainer(bert, {**CFG, "max_epochs": 1}, toy_paths, device="cpu")
+    assert sorted(p.name for p in bert.iterdir()) == ["config.json", "model.safetensors"]
