@@ -26,7 +26,34 @@ except InputError as err:
 
 
 onstart:
+    hold_workflow_lock()
     check_builds_at_start()
+
+
+WORKFLOW_LOCK = []  # the open lock file, held while this invocation runs jobs here
+
+
+def hold_workflow_lock():
+    """One workflow runs jobs in a directory at a time: a second would rerun the first's
+    running jobs (they look incomplete) and delete their fresh outputs. An OS lock on a file
+    under .snakemake/, which the kernel releases when the process dies, even by kill -9:
+    Snakemake's own lock survives a kill and blocks every later run (profiles/default)."""
+    import fcntl
+
+    os.makedirs(".snakemake", exist_ok=True)
+    lock = open(".snakemake/nmtbench-workflow.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        print(f"error: another workflow (process {lock.read().strip() or '?'}) is running jobs "
+              f"in {os.getcwd()}; wait for it to end, or stop it", file=sys.stderr)
+        sys.exit(1)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    WORKFLOW_LOCK.append(lock)
 
 
 def check_builds_at_start():
