@@ -282,6 +282,22 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
                 checkpoint_dir(name, config.get("pretraining"))
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
+    _check_averaging(plan)
+
+
+def _check_averaging(plan: Plan) -> None:
+    """A requested decoding that averages the last k epoch checkpoints needs a run that
+    trains and keeps k of them; found when the decode job starts, after the training,
+    otherwise."""
+    for cell in dict.fromkeys(c for c in plan.cells() if c.run is not None and c.tag is not None):
+        average = plan.decode_for_tag(cell.tag).average_last
+        trainer = TrainConfig.from_dict(plan.train_settings(cell.dataset, cell.run))
+        kept = min(trainer.max_epochs, trainer.keep_last_epochs)
+        if average > kept:
+            raise InputError(
+                f"run {cell.dataset}/{cell.run} ({cell.experiment}): decode key 'average_last' "
+                f"{average} averages more epoch checkpoints than the run keeps ({kept}: "
+                f"max_epochs {trainer.max_epochs}, keep_last_epochs {trainer.keep_last_epochs})")
 
 
 def _lowercased_sides(config: dict[str, Any], dataset: str) -> set[str]:

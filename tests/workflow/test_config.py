@@ -229,6 +229,10 @@ def _experiment(c, **settings):
     (lambda c: c["defaults"].update(dropout=1),
      "config key 'defaults.dropout': 1 is greater than or equal to the maximum of 1"),
     (lambda c: c.update(seeds=[1, 1]), "config key 'seeds': [1, 1] has non-unique elements"),
+    # averaging more epoch checkpoints than the run keeps: found after training otherwise
+    (lambda c: c.update(decode={"average_last": 50}),
+     "run toy/transformer-tiny (transformer-base): decode key 'average_last' 50 averages "
+     "more epoch checkpoints than the run keeps (10: max_epochs 10, keep_last_epochs 10)"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(layers="x"),
      "config key 'pretraining.toy-bert-src.layers': 'x' is not of type 'integer'"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(max_updates=-3),

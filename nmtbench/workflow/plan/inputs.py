@@ -27,7 +27,7 @@ class RunInputPlanning:
         """Every (dataset, experiment) the requested tables' and figures' numbers come from:
         their cells' and each one they load or learn from, however deep (a teacher by the
         experiment that names its decoding); the report records their settings."""
-        return self._learned_from({(c.dataset, c.experiment) for c in self._cells()
+        return self._learned_from({(c.dataset, c.experiment) for c in self.cells()
                                    if c.run is not None},
                                   lambda cell: (cell.dataset, cell.experiment))
 

@@ -15,13 +15,14 @@ from nmtbench.workflow.plan.cells import NOT_TRAINING, Cell
 class RunSharing:
     """A part of `Plan`: which run trains each experiment, and the cells that read it."""
 
-    def _cells(self) -> list[Cell]:
+    def cells(self) -> list[Cell]:
+        """Every cell of the requested tables and figures."""
         return ([cell for table in self.tables for _, _, cell in self.table_cells(table)]
                 + [cell for figure in self.figures for cell in self.figure_cells(figure)])
 
     def runs(self) -> list[tuple[str, str]]:
         """The (dataset, run) pairs the requested tables and figures train."""
-        return sorted({(c.dataset, c.run) for c in self._cells() if c.run is not None})
+        return sorted({(c.dataset, c.run) for c in self.cells() if c.run is not None})
 
     @cached_property
     def _run_names(self) -> dict[tuple[str, str], str]:
