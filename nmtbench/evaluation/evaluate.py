@@ -84,6 +84,7 @@ def evaluate_run(decoded: Decoded, split: str, scoring: Scoring,
         "decode": info,
         provenance.TRAINED: trained,
         "hyp": provenance.file_digest(hyp_path),  # the bootstrap compares these hypotheses
+        "ref": provenance.file_digest(ref_path),  # the report compares it with the data's
     }
     write_json(out_path, metrics)
     return metrics

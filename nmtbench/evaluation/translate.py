@@ -209,7 +209,7 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
             "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
                            else settings.checkpoint),
             "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device),
-            provenance.TRAINED: _training(run_dir)}
+            "src": provenance.file_digest(src_path), provenance.TRAINED: _training(run_dir)}
 
 
 def _training(run_dir: str | Path) -> str | None:

@@ -80,14 +80,22 @@ class Results:
     def current(self, record: dict, cell: Cell, seed: int, split: str | None = None) -> bool:
         """Is `record` (an output of the cell's run) made from what is there now: the training
         in the run's directory, inputs unchanged since it trained, and for a `split`'s scores
-        the hypotheses they record (`hyp`, where the file is there to compare)?"""
+        the hypotheses, reference and source they record (`hyp`, `ref`, `decode.src`), each
+        where its file is there to compare (a record that does not say is not current)?"""
         run_dir = self.path(cell.run_dir(seed))
         if not provenance.current(record, run_dir):
             return False
         if split is not None:
-            hyp = self.path(cell.file(layout.HYP, seed, split=split))
-            if hyp.is_file() and record.get("hyp") != self._digest(hyp):
-                return False  # decoded again since it was scored, or it does not say
+            prepared = {side: self.results_dir.parent / layout.PREPARED.format(
+                dataset=cell.dataset, file=f"{split}.{side}") for side in ("src", "tgt")}
+            decoding = record.get("decode")
+            for path, recorded in (
+                    (self.path(cell.file(layout.HYP, seed, split=split)), record.get("hyp")),
+                    (prepared["tgt"], record.get("ref")),
+                    (prepared["src"], decoding.get("src") if isinstance(decoding, dict)
+                     else None)):
+                if path.is_file() and recorded != self._digest(path):
+                    return False  # decoded, scored or prepared again since, or it does not say
         return self.run_current(cell, seed)
 
     def run_current(self, cell: Cell, seed: int) -> bool:

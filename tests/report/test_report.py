@@ -240,6 +240,28 @@ def test_scores_that_do_not_name_their_hypotheses_are_left_out(tmp_path: Path,
     assert "metrics.test." in section(text, "Left out: made from an earlier training")
 
 
+def test_scores_of_another_test_set_are_left_out(tmp_path: Path, papers: Path) -> None:
+    """The test set prepared again (other sentences, say) since the run was scored: its scores
+    are not the table's; scores that name the test set they read stay."""
+    plan = setup(tmp_path, papers, [1])
+    prepared = tmp_path / "data" / DATASET / "prepared"
+    prepared.mkdir(parents=True)
+    for side in ("src", "tgt"):
+        (prepared / f"test.{side}").write_text("a new test sentence\n")
+    text = render(plan, tmp_path)  # the fabricated scores name no test set: not current
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+    for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):
+        record = json.loads(metrics.read_text())
+        record["ref"] = provenance.file_digest(prepared / "test.tgt")
+        record["decode"] = {"src": provenance.file_digest(prepared / "test.src")}
+        metrics.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    (prepared / "test.src").write_text("another source\n")
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+
+
 def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
     plan = setup(tmp_path, papers, [1, 2])
     (tmp_path / BIG2 / f"metrics.test.{TAG_BIG}.json").unlink()
