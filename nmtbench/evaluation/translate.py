@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +205,9 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
                            source=str(src_path), **settings.as_dict())
     seconds = time.perf_counter() - start
     write_lines(out_path, hyps)
-    return {"decoding": model.decoding, **search_settings(model, settings),
-            "batch_size": settings.batch_size,
-            "checkpoint": (f"average_last_{settings.average_last}" if settings.average_last
-                           else settings.checkpoint),
-            "seconds": round(seconds, 2), "device": hardware_name(next(model.parameters()).device),
+    return {**replace(settings, decoding=model.decoding).record(),
+            "batch_size": settings.batch_size, "seconds": round(seconds, 2),
+            "device": hardware_name(next(model.parameters()).device),
             "src": provenance.file_digest(src_path), provenance.TRAINED: _training(run_dir)}
 
 

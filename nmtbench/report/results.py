@@ -66,10 +66,11 @@ class Results:
                 return ""
             scored = [(read_result(self.path(c.file(layout.METRICS, seed, split=split))), c)
                       for c in (cell, baseline)]
-            if not all(s is not None and self.current(s, c, seed, split)
-                       for s, c in scored) or data.get("hyps") != [s.get("hyp") for s, _ in scored]:
-                self.stale.add(path)  # it compared hypotheses the table does not show
-                return ""
+            if (not all(s is not None and self.current(s, c, seed, split) for s, c in scored)
+                    or data.get("hyps") != [s.get("hyp") for s, _ in scored]
+                    or data.get("samples") != self.plan.config["analysis"]["bootstrap_samples"]):
+                self.stale.add(path)  # it compared hypotheses the table does not show, or
+                return ""  # as many resamples as the config asks no longer
             verdicts.append(data.get("significance"))
         if all(v == "better" for v in verdicts):
             return BETTER
@@ -80,8 +81,9 @@ class Results:
     def current(self, record: dict, cell: Cell, seed: int, split: str | None = None) -> bool:
         """Is `record` (an output of the cell's run) made from what is there now: the training
         in the run's directory, inputs unchanged since it trained, and for a `split`'s scores
-        the hypotheses, reference and source they record (`hyp`, `ref`, `decode.src`), each
-        where its file is there to compare (a record that does not say is not current)?"""
+        the decoding settings, hypotheses, reference and source they record (`decode`, `hyp`,
+        `ref`, `decode.src`: the files where they are there to compare; a record that does not
+        say is not current)?"""
         run_dir = self.path(cell.run_dir(seed))
         if not provenance.current(record, run_dir):
             return False
@@ -89,6 +91,10 @@ class Results:
             prepared = {side: self.results_dir.parent / layout.PREPARED.format(
                 dataset=cell.dataset, file=f"{split}.{side}") for side in ("src", "tgt")}
             decoding = record.get("decode")
+            made_by = self.plan.decode_for_tag(cell.tag).record()
+            if not isinstance(decoding, dict) or any(decoding.get(k) != v
+                                                     for k, v in made_by.items()):
+                return False  # decoded by other settings than the cell's (by hand, say)
             for path, recorded in (
                     (self.path(cell.file(layout.HYP, seed, split=split)), record.get("hyp")),
                     (prepared["tgt"], record.get("ref")),

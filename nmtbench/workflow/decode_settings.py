@@ -46,6 +46,13 @@ class DecodeSettings:
         """The settings of one search: mask-predict's when `parallel`, else beam search's."""
         return {k: getattr(self, k) for k in (MASK_PREDICT if parallel else BEAM_SEARCH)}
 
+    def record(self) -> dict[str, Any]:
+        """What a decoding's record says of the settings that made its hypotheses (the report
+        compares it with its cell's): the search's settings and the weights decoded."""
+        return {"decoding": self.decoding, **self.search(parallel=self.decoding == "nat"),
+                "checkpoint": (f"average_last_{self.average_last}" if self.average_last
+                               else self.checkpoint)}
+
     @property
     def tag(self) -> str:
         """A file-name-safe name for everything that changes the hypotheses: the settings of

@@ -248,7 +248,8 @@ def fabricate(plan: Plan, results: Path,
         experiment = owners[(run, tag)]
         numbers = NUMBERS[experiment][seed]
         if kind == "metrics":
-            write(path, metrics(split, numbers) | {"hyp": _hyp(run, tag, seed, split)})
+            write(path, metrics(split, numbers) | {"hyp": _hyp(run, tag, seed, split),
+                                                   "decode": plan.decode_for_tag(tag).record()})
         elif kind == "latency":  # latency.TAG.json, or latency.TAG.vs.BASELINE.BTAG.json
             own = numbers["latency"]
             record = {"latency_ms": {"median": own, "p90": own + 1}, "sentences": 100,

@@ -253,13 +253,38 @@ def test_scores_of_another_test_set_are_left_out(tmp_path: Path, papers: Path) -
     for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):
         record = json.loads(metrics.read_text())
         record["ref"] = provenance.file_digest(prepared / "test.tgt")
-        record["decode"] = {"src": provenance.file_digest(prepared / "test.src")}
+        record["decode"]["src"] = provenance.file_digest(prepared / "test.src")
         metrics.write_text(json.dumps(record))
     text = render(plan, tmp_path)
     assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
     (prepared / "test.src").write_text("another source\n")
     text = render(plan, tmp_path)
     assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+
+
+def test_scores_of_a_decoding_by_other_settings_are_left_out(tmp_path: Path,
+                                                            papers: Path) -> None:
+    """Hypotheses decoded by hand into a run directory under a cell's file name, with another
+    beam than the cell's tag stands for, are not that cell's."""
+    plan = setup(tmp_path, papers, [1])
+    for metrics in (tmp_path / BIG1).glob("metrics.test.*.json"):
+        record = json.loads(metrics.read_text())
+        record["decode"]["beam"] += 1
+        metrics.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+
+
+def test_no_mark_from_a_bootstrap_of_other_resamples(tmp_path: Path, papers: Path) -> None:
+    """analysis.bootstrap_samples changed since the marks were computed: they are left out
+    until the workflow computes them again."""
+    config = make_config([1])
+    config["analysis"]["bootstrap_samples"] = 2000
+    plan = make_plan(config, papers)
+    fabricate(plan, tmp_path / "results")  # its bootstrap records say 1000
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
 
 
 def test_missing_seeds(tmp_path: Path, papers: Path) -> None:
