@@ -81,6 +81,7 @@ def _reference(test_set: str) -> list[str]:
 
 
 def _tokenizer(kind: str, lines: list[str], lowercase: bool, tmp: Path):
+    tmp.mkdir()
     if kind == "bert-base-uncased":
         (tmp / "vocab.txt").write_bytes(gzip.decompress(
             (DATA / "bert" / "bert-base-uncased" / "vocab.txt.gz").read_bytes()))
@@ -88,8 +89,8 @@ def _tokenizer(kind: str, lines: list[str], lowercase: bool, tmp: Path):
 
         BertTokenizerFast(str(tmp / "vocab.txt"), do_lower_case=True).save_pretrained(str(tmp))
     elif kind == "wordpiece":
-        (tmp / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        train_wordpiece([tmp / "corpus.txt"], tmp, vocab_size=4000, lowercase=lowercase)
+        (tmp.parent / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        train_wordpiece([tmp.parent / "corpus.txt"], tmp, vocab_size=4000, lowercase=lowercase)
     else:
         from tokenizers import ByteLevelBPETokenizer
         from transformers import GPT2TokenizerFast
@@ -109,7 +110,7 @@ CASES = [(test_set, kind) for test_set, spec in TEST_SETS.items() for kind in sp
 def test_the_reference_as_a_hypothesis_scores_100(test_set, kind, tmp_path):
     _, lang, _, lowercase, compound_split, _ = TEST_SETS[test_set]
     refs = _reference(test_set)
-    tokenizer = _tokenizer(kind, refs, lowercase, tmp_path)
+    tokenizer = _tokenizer(kind, refs, lowercase, tmp_path / "vocabulary")
     hyps = [decode(tokenizer, ids)
             for ids in tokenizer(refs, add_special_tokens=True)["input_ids"]]
     (tmp_path / "ref.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
