@@ -34,22 +34,16 @@ def file_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-# The records a command writes beside a checkpoint it made (wall-clock seconds among them):
-# about the checkpoint, not part of what a run loads from it
-RECORDS = (layout.PRETRAIN_SUMMARY_NAME, layout.TRIM_SUMMARY_NAME)
-
-
 def path_digest(path: str | Path) -> str:
     """A file's digest, or a directory's: over its files' relative names and digests (hidden
-    files such as locks and temporary files left out, and the records of `RECORDS`, so that
-    a checkpoint made again byte for byte keeps its digest)."""
+    files such as locks and temporary files left out)."""
     path = Path(path)
     if not path.is_dir():
         return file_digest(path)
     digest = hashlib.sha256()
     for item in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = item.relative_to(path)
-        if any(part.startswith(".") for part in relative.parts) or relative.as_posix() in RECORDS:
+        if any(part.startswith(".") for part in relative.parts):
             continue
         digest.update(f"{relative.as_posix()}\0{file_digest(item)}\n".encode())
     return digest.hexdigest()

@@ -33,19 +33,6 @@ def test_a_directory_digest_follows_its_files_not_its_locks(tmp_path):
     assert provenance.path_digest(tmp_path / "d") != before
 
 
-@pytest.mark.parametrize("record", ["pretrain_summary.json", "trim_summary.json"])
-def test_a_checkpoint_made_again_byte_for_byte_keeps_its_digest(tmp_path, record):
-    """Pre-training again gives the same weights but another wall-clock time in its summary:
-    the runs on the checkpoint stay current. Its weights are what count."""
-    (tmp_path / "model.safetensors").write_bytes(b"weights")
-    (tmp_path / record).write_text('{"seconds": 12.5}')
-    before = provenance.path_digest(tmp_path)
-    (tmp_path / record).write_text('{"seconds": 13.1}')
-    assert provenance.path_digest(tmp_path) == before
-    (tmp_path / "model.safetensors").write_bytes(b"other weights")
-    assert provenance.path_digest(tmp_path) != before
-
-
 def test_input_digests_name_nested_inputs_and_changes(tmp_path):
     for name in ("a", "b", "c"):
         (tmp_path / name).write_text(name)

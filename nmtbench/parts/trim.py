@@ -25,13 +25,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from nmtbench import layout
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
 from nmtbench.parts.pretrained import load_model
 
-SUMMARY = layout.TRIM_SUMMARY_NAME
+SUMMARY = "trim_summary.json"
 CHUNK = 10_000  # lines tokenized per call
 
 
