@@ -140,7 +140,7 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path,
     cells = plan.table_cells(table)
     comparable = {(i, j): plan.comparable(table.rows[i].dataset(table.columns[j]), cell.dataset)
                   for i, j, cell in cells}
-    merged = plan.column_groups(table)
+    merged = [group for group in plan.column_groups(table) if _shown(plan, table, group)]
     rows, shared, unlearned = [], {}, []
     for i, row in enumerate(table.rows):
         rendered: dict[str, str] = {"": row.label}
@@ -184,6 +184,15 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path,
     if notes:
         lines += ["", "Row notes from the paper:", "", *[f"- {n}" for n in notes]]
     return lines
+
+
+def _shown(plan: Plan, table: Table, group: list[int]) -> bool:
+    """A column is shown unless it is a chrF column on a generated toy world: chrF is a real
+    data score that the papers' tables gain beside their BLEU (none of them reports it)."""
+    col = table.columns[group[0]]
+    return col.metric != "chrf" or not all(
+        generated(plan.config["datasets"], cell.dataset)
+        for _, j, cell in plan.table_cells(table) if j in group)
 
 
 def _table_notes(plan: Plan, table: Table, comparable: dict[tuple[int, int], bool],

@@ -736,6 +736,15 @@ def test_a_chrf_column_reads_the_metrics_file_and_carries_no_mark(tmp_path: Path
     assert claim.columns == ["bleu", "sacre"]
 
 
+def test_a_chrf_column_on_a_toy_world_is_not_shown(tmp_path: Path) -> None:
+    """chrF is a real-data score: the papers' tables carry a chrF column for their real
+    datasets, which the toy world's default does not show."""
+    plan = make_plan(make_config([1], toy=True), _chrf_papers(tmp_path / "papers"))
+    fabricate(plan, tmp_path / "results")
+    rows = rows_of(render(plan, tmp_path))
+    assert "chrF" not in rows["Transformer"] and "sacreBLEU" in rows["Transformer"]
+
+
 def test_a_metrics_file_from_before_chrf_asks_for_evaluate_again(tmp_path: Path) -> None:
     plan = setup(tmp_path, _chrf_papers(tmp_path / "papers"), [1])
     path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
