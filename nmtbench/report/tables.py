@@ -170,14 +170,17 @@ def _table_section(plan: Plan, results: Results, table: Table, base: Path,
     lines = [f"## {table.name}", "",
              f"Source: *{paper.get('title', table.paper)}*; {paper.get('citation', '')}", "",
              _literal(table.caption), "", _markdown(pd.DataFrame(rows)), ""]
-    notes = _table_notes(plan, table, comparable, shared, len(merged), unlearned)
+    notes = _table_notes(plan, table, comparable, shared, any(len(g) > 1 for g in merged),
+                         unlearned)
     notes += map(_literal, scoring_notes(plan, results, table))
     lines += [f"- {n}" for n in notes]
     lines += claims
     if not all(comparable.values()) and any(v is not None for row in table.rows
                                             for v in row.reported.values()):
+        given = [col for col in table.columns if col.metric != "chrf"
+                 or any(row.reported.get(col.key) is not None for row in table.rows)]
         reported = [{"": row.label, **{col.label: _reported(row.reported.get(col.key), col.metric)
-                                       for col in table.columns}} for row in table.rows]
+                                       for col in given}} for row in table.rows]
         lines += ["", f"As reported in the paper ({table.name}; its data, not ours):", "",
                   _markdown(pd.DataFrame(reported))]
     notes = [f"{row.label}: {_literal(row.note)}" for row in table.rows if row.note]
@@ -196,7 +199,7 @@ def _shown(plan: Plan, table: Table, group: list[int]) -> bool:
 
 
 def _table_notes(plan: Plan, table: Table, comparable: dict[tuple[int, int], bool],
-                 shared: dict[str, list[str]], groups: int, unlearned: list[str]) -> list[str]:
+                 shared: dict[str, list[str]], joined: bool, unlearned: list[str]) -> list[str]:
     """The notes under a table: significance marks, seeds, columns on other data, shared
     runs, joined columns, runs that did not learn."""
     notes = []
@@ -216,7 +219,7 @@ def _table_notes(plan: Plan, table: Table, comparable: dict[tuple[int, int], boo
     for run, members in sorted(shared.items()):
         notes.append(f"Run {run} trains {', '.join(members)}: their settings are identical on "
                      "this dataset.")
-    if groups < len(table.columns):
+    if joined:
         notes.append("Columns joined by / are one measurement: on this data their runs, "
                      "decoding and split are the same.")
     notes += [f"{UNLEARNED} did not learn: {n}" for n in unlearned]
