@@ -293,7 +293,8 @@ def run_harness(model: str, seed: int, epochs: int | None, work: Path) -> dict[s
                for a in (f"--{split}-{side}", str(data / "prepared" / f"{split}.{side}"))],
              "--src-tokenizer", str(data / "tokenizer" / "src"),
              "--tgt-tokenizer", str(data / "tokenizer" / "tgt"), "--device", "cpu",
-             "--threads", "1"], out / "train.log")
+             "--threads", "1"],  # its log beside the run directory, which holds a run's alone
+            work / "logs" / f"harness.{model}.seed{seed}.train.log")
     search = [a for k in ("beam", "lenpen", "length_beam", "iterations")
               for a in (f"--{k.replace('_', '-')}", str(getattr(decode, k)))]
     run([*py, "decode", "--run-dir", str(out), "--src", str(data / "prepared" / "test.src"),
