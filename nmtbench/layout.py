@@ -24,6 +24,7 @@ PRETRAINED_DIR = PRETRAINED_ROOT + "/{pretrained}"
 PRETRAINED = CHECKPOINT_CONFIG.format(directory=PRETRAINED_DIR)
 PRETRAIN_SUMMARY_NAME = "pretrain_summary.json"
 PRETRAIN_SUMMARY = PRETRAINED_DIR + "/" + PRETRAIN_SUMMARY_NAME
+TRIM_SUMMARY_NAME = "trim_summary.json"  # beside a trimmed checkpoint
 
 # --- one training run ------------------------------------------------------------------------
 RUNS = "results/runs"

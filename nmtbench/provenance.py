@@ -34,19 +34,36 @@ def file_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def path_digest(path: str | Path) -> str:
+# The records a command writes beside a checkpoint it made, about it (a pre-training's
+# wall-clock seconds among them): no model or tokenizer reads them, so a checkpoint made again
+# byte for byte keeps its digest
+RECORDS = frozenset({layout.PRETRAIN_SUMMARY_NAME, layout.TRIM_SUMMARY_NAME})
+
+
+def path_digest(path: str | Path, *, with_records: bool = False) -> str:
     """A file's digest, or a directory's: over its files' relative names and digests (hidden
-    files such as locks and temporary files left out)."""
+    files such as locks and temporary files left out, and the `RECORDS` unless
+    `with_records`, as digests were made before they were left out)."""
     path = Path(path)
     if not path.is_dir():
         return file_digest(path)
     digest = hashlib.sha256()
     for item in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = item.relative_to(path)
-        if any(part.startswith(".") for part in relative.parts):
+        if any(part.startswith(".") for part in relative.parts) or (
+                not with_records and relative.as_posix() in RECORDS):
             continue
         digest.update(f"{relative.as_posix()}\0{file_digest(item)}\n".encode())
     return digest.hexdigest()
+
+
+def same_content(recorded: str | None, path: str | Path,
+                 digest: Callable[[Path], str] = path_digest) -> bool:
+    """Is `recorded` the digest of what is at `path` now? A directory's digest recorded before
+    `RECORDS` were left out (with them) still counts, so that runs made before stay current."""
+    path = Path(path)
+    return recorded == digest(path) or (
+        path.is_dir() and recorded == path_digest(path, with_records=True))
 
 
 def input_paths(paths: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,14 +95,21 @@ def changed_inputs(recorded: Mapping[str, str], paths: Mapping[str, Any], *,
         path = Path(path)
         if missing_ok and not path.exists():
             continue
-        if recorded.get(name) != digest(path):
+        if not same_content(recorded.get(name), path, digest):
             stale.append((name, path))
     return stale
 
 
-def changed(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
-    """The names whose digest differs, or that only one side has."""
-    return sorted(k for k in recorded.keys() | current.keys() if recorded.get(k) != current.get(k))
+def changed(recorded: Mapping[str, str], current: Mapping[str, str],
+            paths: Mapping[str, Any]) -> list[str]:
+    """The names whose digest differs, or that only one side has, between two records of the
+    inputs named by `paths` (as `input_paths` flattens them): a digest that `same_content`
+    still takes for the path's is the same."""
+    flat = input_paths(paths)
+    return sorted(k for k in recorded.keys() | current.keys()
+                  if recorded.get(k) != current.get(k) and not (
+                      k in flat and all(same_content(side.get(k), flat[k])
+                                        for side in (recorded, current))))
 
 
 def training_digest(run_dir: str | Path) -> str:

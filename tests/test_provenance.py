@@ -39,10 +39,42 @@ def test_input_digests_name_nested_inputs_and_changes(tmp_path):
     recorded = provenance.input_digests({"train_src": tmp_path / "a",
                                          "pretrained": {"src_bert": tmp_path / "b"}})
     assert set(recorded) == {"train_src", "pretrained.src_bert"}
-    now = provenance.input_digests({"train_src": tmp_path / "a",
-                                    "pretrained": {"src_bert": tmp_path / "c"},
-                                    "inputs": {"init_from": tmp_path / "a"}})
-    assert provenance.changed(recorded, now) == ["inputs.init_from", "pretrained.src_bert"]
+    paths = {"train_src": tmp_path / "a", "pretrained": {"src_bert": tmp_path / "c"},
+             "inputs": {"init_from": tmp_path / "a"}}
+    now = provenance.input_digests(paths)
+    assert provenance.changed(recorded, now, paths) == ["inputs.init_from",
+                                                        "pretrained.src_bert"]
+
+
+@pytest.mark.parametrize("record", sorted(provenance.RECORDS))
+def test_a_checkpoint_made_again_byte_for_byte_keeps_its_digest(tmp_path, record):
+    """Pre-training again gives the same weights but another wall-clock time in its summary:
+    the runs on the checkpoint stay current. What a model loads is what counts."""
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / record).write_text('{"seconds": 12.5}')
+    before = provenance.path_digest(tmp_path)
+    (tmp_path / record).write_text('{"seconds": 13.1}')
+    assert provenance.path_digest(tmp_path) == before
+    (tmp_path / "model.safetensors").write_bytes(b"other weights")
+    assert provenance.path_digest(tmp_path) != before
+
+
+def test_digests_recorded_with_the_records_still_match(tmp_path):
+    """Runs recorded their checkpoints' digests with the summaries in them before those were
+    left out: after the upgrade they are still current, but not once the weights change."""
+    bert = tmp_path / "bert"
+    bert.mkdir()
+    (bert / "model.safetensors").write_bytes(b"weights")
+    (bert / "pretrain_summary.json").write_text('{"seconds": 12.5}')
+    paths = {"pretrained": {"src_bert": bert}}
+    earlier = {"pretrained.src_bert": provenance.path_digest(bert, with_records=True)}
+    assert earlier["pretrained.src_bert"] != provenance.path_digest(bert)
+    assert provenance.changed_inputs(earlier, paths) == []
+    assert provenance.changed(earlier, provenance.input_digests(paths), paths) == []
+    (bert / "model.safetensors").write_bytes(b"other weights")
+    assert provenance.changed_inputs(earlier, paths) == [("pretrained.src_bert", bert)]
+    assert provenance.changed(earlier, provenance.input_digests(paths), paths) == [
+        "pretrained.src_bert"]
 
 
 def test_a_missing_input_is_one_line(tmp_path):

@@ -54,7 +54,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     _check_decode_inputs(run_dir, config_path, paths, recorded)
 
     def check(path: Path, state: dict[str, Any]) -> None:
-        _check_own_checkpoint(run_dir, path, state, cfg, recorded)
+        _check_own_checkpoint(run_dir, path, state, cfg, recorded, paths)
 
     # frozen pre-trained weights are not in the run's checkpoints: they load from their own
     # (those translating reads: not a distillation teacher)
@@ -101,7 +101,8 @@ def _check_decode_inputs(run_dir: Path, config_path: Path, paths: RunPaths,
 
 
 def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
-                          cfg: dict[str, Any], recorded: dict[str, str]) -> None:
+                          cfg: dict[str, Any], recorded: dict[str, str],
+                          paths: RunPaths) -> None:
     """A checkpoint records the config and input digests of the training that saved it: they
     must be this run's (a checkpoint copied from another run would decode as this one). The
     settings that only say when to stop may differ (a run resumed with more epochs keeps its
@@ -113,7 +114,7 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
     if not isinstance(saved, dict) or resumable(saved) != resumable(cfg):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained with another "
                          "config than its config.json records)")
-    if stale := provenance.changed(state.get("inputs", {}), recorded):
+    if stale := provenance.changed(state.get("inputs", {}), recorded, paths.as_record()):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained on other "
                          f"inputs than its config.json records: {', '.join(stale)})")
 

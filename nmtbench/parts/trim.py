@@ -25,12 +25,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from nmtbench import layout
 from nmtbench.data.tokenization import load_tokenizer
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_json
 from nmtbench.parts.pretrained import load_model
 
-SUMMARY = "trim_summary.json"
+SUMMARY = layout.TRIM_SUMMARY_NAME
 CHUNK = 10_000  # lines tokenized per call
 
 

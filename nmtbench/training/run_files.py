@@ -77,8 +77,10 @@ class RunFiles:
         write_lines(self.log_path, [json.dumps(record) for record in kept])
 
     def load_last(self, cfg: dict[str, Any], inputs_digest: dict[str, str],
-                  world_size: int, total_updates: int) -> dict[str, Any]:
-        """last.pt, verified, of this config and these inputs, and resumable to what an
+                  input_paths: dict[str, Any], world_size: int,
+                  total_updates: int) -> dict[str, Any]:
+        """last.pt, verified, of this config and these inputs (`input_paths`, digested as
+        `inputs_digest`), and resumable to what an
         uninterrupted run of `cfg` (`total_updates` long) gives. Damaged, there is nothing to
         fall back on: an epoch checkpoint holds no optimizer state, and resuming one with a
         fresh optimizer would make another run than the config describes."""
@@ -94,7 +96,7 @@ class RunFiles:
         if why := resume_refusal(saved, state, cfg, total_updates):
             raise InputError(f"{last} cannot resume as this config's run: {why}; "
                              f"{retrain(self.run_dir)}")
-        if stale := provenance.changed(state["inputs"], inputs_digest):
+        if stale := provenance.changed(state["inputs"], inputs_digest, input_paths):
             raise InputError(f"{last} was trained on other inputs ({', '.join(stale)} changed); "
                              f"{retrain(self.run_dir)}")
         if state.get("world_size", 1) != world_size:

@@ -122,8 +122,8 @@ class Trainer:
                 "config": json.dumps(self.cfg, sort_keys=True), "inputs": self.inputs_digest}
 
     def _resume(self) -> None:
-        state = self.files.load_last(self.cfg, self.inputs_digest, self.world.size,
-                                     self.total_updates)
+        state = self.files.load_last(self.cfg, self.inputs_digest, self.paths.as_record(),
+                                     self.world.size, self.total_updates)
         self.model.load_checkpoint_state(state["model"], str(self.files.last))
         self.optimizer.load_state_dict(state["optimizer"])
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
