@@ -77,7 +77,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 @contextmanager
 def atomic_directory(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     """Yield a temporary directory beside `path`; it replaces `path` only if the block
-    succeeds, so a killed job never leaves a directory that looks finished.
+    succeeds, so a killed job never leaves a directory that looks finished. What it holds gets
+    the modes a plain mkdir and open(path, "w") would give (safetensors writes 0600 files).
 
     What `path` holds is replaced only if it is an earlier output of the same command (it
     holds `marker`, a file that command always writes) or an empty directory: any other
@@ -93,7 +94,9 @@ def atomic_directory(path: str | os.PathLike, marker: str) -> Iterator[Path]:
     try:
         with _writes_to(path):
             yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())  # as mkdir would (mkdtemp makes it 0700)
+        mask = _umask()
+        for item in [tmp, *tmp.rglob("*")]:  # mkdtemp makes the directory 0700
+            os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~mask)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

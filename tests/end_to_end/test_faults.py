@@ -29,6 +29,7 @@ from fabricated_runs import (
     make_plan,
     write_papers,
 )
+from safetensors.torch import save_file
 from train_cli import train_arguments
 
 from nmtbench import cli, layout
@@ -519,11 +520,15 @@ def test_files_written_through_temporary_files_honour_the_umask(tmp_path):
         checkpoints.save(tmp_path / "c.pt", {"model": {}})
         with atomic_directory(tmp_path / "d", "f") as d:
             (d / "f").write_text("x")
+            (d / "sub").mkdir(mode=0o700)
+            # as Hugging Face's save_pretrained writes weights: 0600, whatever the umask
+            save_file({"w": torch.zeros(2)}, str(d / "sub" / "model.safetensors"))
     finally:
         os.umask(old)
-    for name in ("a.txt", "c.pt", "c.pt.sha256"):
+    for name in ("a.txt", "c.pt", "c.pt.sha256", "d/f", "d/sub/model.safetensors"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name
-    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o750
+    for name in ("d", "d/sub"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o750, name
 
 
 # --- a UTF-8 byte-order mark --------------------------------------------------------------
