@@ -262,22 +262,22 @@ def train_inputs(wildcards):
     return inputs
 
 
+def run_paths(wildcards):
+    """Every file the run reads (Plan.run_paths): what its command passes, and what its
+    config.json will record."""
+    return PLAN.run_paths(wildcards.dataset, wildcards.run, wildcards.seed)
+
+
 def run_input_arguments(wildcards):
     """`--input NAME=PATH` for every run input."""
-    return [
-        arg
-        for name, run_input in PLAN.run_inputs(wildcards.dataset, wildcards.run).items()
-        for arg in ("--input", f"{name}={run_input.path(wildcards.seed)}")
-    ]
+    return [arg for name, path in run_paths(wildcards)["inputs"].items()
+            for arg in ("--input", f"{name}={path}")]
 
 
 def pretrained_arguments(wildcards, input):
     """`--pretrained role=DIR` for every checkpoint the run loads."""
-    return [
-        arg
-        for key, path in input.items() if key.startswith("pretrained_")
-        for arg in ("--pretrained", f"{key.removeprefix('pretrained_')}={os.path.dirname(path)}")
-    ]
+    return [arg for role, path in run_paths(wildcards)["pretrained"].items()
+            for arg in ("--pretrained", f"{role}={path}")]
 
 
 def train_launcher(wildcards, resources):

@@ -13,8 +13,10 @@ rule train:
         experiment=experiment_json,
         device=config.get("device", "auto"),
         compile="--compile" if config.get("compile", False) else "--no-compile",
-        src_tokenizer=lambda w, input: os.path.dirname(input.src_tokenizer),
-        tgt_tokenizer=lambda w, input: os.path.dirname(input.tgt_tokenizer),
+        # functions of the input too, as they were before, which Snakemake's record of
+        # params leaves out: the same command after an upgrade does not rerun the run
+        src_tokenizer=lambda w, input: run_paths(w)["src_tokenizer"],
+        tgt_tokenizer=lambda w, input: run_paths(w)["tgt_tokenizer"],
         pretrained=pretrained_arguments,
         inputs=run_input_arguments,
         launcher=train_launcher,

@@ -19,11 +19,11 @@ BETTER, WORSE = "▲", "▼"
 class Results:
     """Reads the run outputs of a plan's cells from a results directory: only those still
     made from what is there now (`nmtbench.provenance`) and described by the config: from the
-    training in the run's directory, trained with the settings the plan gives the run now, on
-    inputs (data, tokenizers, pre-trained checkpoints, other runs' outputs) unchanged since,
-    from runs it loads or learns from that are current themselves and files they made from
-    their current training, and, for scores, the hypotheses in the run's directory. The others
-    are left out and listed in `stale`."""
+    training in the run's directory, trained with the settings and on the files the plan gives
+    the run now, on inputs (data, tokenizers, pre-trained checkpoints, other runs' outputs)
+    unchanged since, from runs it loads or learns from that are current themselves and files
+    they made from their current training, and, for scores, the hypotheses in the run's
+    directory. The others are left out and listed in `stale`."""
 
     def __init__(self, plan: Plan, results_dir: Path) -> None:
         self.plan = plan
@@ -118,6 +118,8 @@ class Results:
         planned = json.loads(as_json(self.plan.run_settings(cell.dataset, str(cell.run), seed)))
         if config is None or config.get("experiment") != planned:
             return False  # trained with other settings than the config's now
+        if config.get("paths") != self.plan.run_paths(cell.dataset, str(cell.run), seed):
+            return False  # trained on other files than the workflow gives it (by hand)
         if not self._inputs_unchanged(run_dir):
             return False
         for given in self.plan.run_inputs(cell.dataset, str(cell.run)).values():

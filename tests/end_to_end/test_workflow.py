@@ -64,6 +64,17 @@ def test_the_smoke_run_runs_every_rule_but_those_of_real_data(smoke_run):
                    "bootstrap", "buckets", "soft_targets", "report"}
 
 
+def test_every_run_records_the_files_the_plan_gives_it(smoke_run):
+    """The report takes a run for its cell only on the files Plan.run_paths names, so the
+    train rule must pass exactly those: every run of the smoke DAG recorded them."""
+    plan = smoke_plan()
+    for dataset, run in plan.trained_runs():
+        for seed in plan.seeds:
+            config = smoke_run / "results" / "runs" / dataset / run / f"seed{seed}" / "config.json"
+            recorded = json.loads(config.read_text())["paths"]
+            assert recorded == plan.run_paths(dataset, run, seed), (dataset, run)
+
+
 def test_a_joint_vocabulary_run_reads_both_sides_with_one_tokenizer(smoke_run):
     """`vocabulary: joint` (deep fusion's baselines on the paper config; the smoke config's
     transformer-tiny-500): the DAG trains one WordPiece on both sides and the run reads both
@@ -296,6 +307,26 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     row = next(line for line in (tmp_path / "tables.md").read_text().splitlines()
                if "bert-frozen-500" in line and line.startswith("|"))
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
+
+
+def test_a_checkpoint_pretrained_again_keeps_the_runs_on_it(smoke_copy, tmp_path):
+    """A pre-trained checkpoint deleted and made again by the workflow: byte-identical weights,
+    another wall-clock time in its summary. The runs on it resume their finished training (no
+    update), so their summaries, translations and cells stay, and the workflow exits 0 with
+    every cell filled rather than refusing the runs or leaving them out of tables.md."""
+    table = tmp_path / "table.yaml"
+    table.write_text("tables: [toyworld.table1]\n")
+    run, tag = run_dir(smoke_copy, "bert-init-500", table)
+    kept = {name: (run / name).read_bytes()
+            for name in ("train_summary.json", f"hyp.test.{tag}.txt")}
+    shutil.rmtree(smoke_copy / "data" / "pretrained" / "toy-bert-src")
+    result = snakemake(smoke_copy, "--cores", "2", "--configfile", str(SMOKE), str(table))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "pretrain" in result.stdout + result.stderr  # it was made again
+    assert {name: (run / name).read_bytes() for name in kept} == kept
+    rows = [line for line in (smoke_copy / "results" / "tables.md").read_text().splitlines()
+            if line.startswith("| ") and "/seed1](" in line]
+    assert rows and not [row for row in rows if "missing" in row], rows
 
 
 def _children(plan) -> dict[str, tuple]:

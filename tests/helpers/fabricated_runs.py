@@ -228,10 +228,10 @@ def fabricate(plan: Plan, results: Path,
         run_dir = results / Path(target).parent.relative_to("results")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_dirs.add(run_dir)
-        # trained with the settings the plan gives the run
-        write(run_dir / "config.json", {"experiment": plan.run_settings(match["dataset"], run,
-                                                                        seed),
-                                        "paths": {}, "inputs": {}})
+        # trained with the settings and on the files the plan gives the run
+        write(run_dir / "config.json", {
+            "experiment": plan.run_settings(match["dataset"], run, seed),
+            "paths": plan.run_paths(match["dataset"], run, seed), "inputs": {}})
         path = run_dir / name
         if name == "train_summary.json":
             experiment = run  # runs are named after an experiment that asks for them

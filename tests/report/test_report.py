@@ -275,6 +275,20 @@ def test_scores_of_a_decoding_by_other_settings_are_left_out(tmp_path: Path,
     assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
 
 
+@pytest.mark.parametrize("path", ["train_src", "src_tokenizer"])
+def test_a_run_trained_by_hand_on_other_files_is_left_out(tmp_path: Path, papers: Path,
+                                                          path: str) -> None:
+    """A run trained by hand into a cell's run directory with the cell's settings but another
+    corpus or vocabulary than the workflow gives it is not the cell's run."""
+    plan = setup(tmp_path, papers, [1])
+    config_path = tmp_path / BIG1 / "config.json"
+    config = json.loads(config_path.read_text())
+    config["paths"][path] = "elsewhere/other.txt"
+    config_path.write_text(json.dumps(config))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+
+
 def test_no_mark_from_a_bootstrap_of_other_resamples(tmp_path: Path, papers: Path) -> None:
     """analysis.bootstrap_samples changed since the marks were computed: they are left out
     until the workflow computes them again."""

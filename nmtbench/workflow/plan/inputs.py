@@ -5,9 +5,12 @@ and the runs the requested items learn from, however deep."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
+from nmtbench import layout
 from nmtbench.workflow import run_inputs
 from nmtbench.workflow.plan.cells import Cell
+from nmtbench.workflow.pretrained_names import checkpoint_dir
 
 
 class RunInputPlanning:
@@ -17,6 +20,25 @@ class RunInputPlanning:
         """What the experiment's run trains with from other runs (and their data), by the
         name the trainer knows it by (nmtbench.workflow.run_inputs: one kind each)."""
         return run_inputs.resolve(self, dataset, experiment)
+
+    def run_paths(self, dataset: str, run: str, seed: int | str) -> dict[str, Any]:
+        """Every file a run reads, as the `train` rule passes them and its config.json records
+        them (`RunPaths.as_record`): a run directory recording others was not trained by the
+        workflow on this config (by hand, on other data, say)."""
+        pretraining = self.config.get("pretraining")
+        paths: dict[str, Any] = {
+            f"{split}_{side}": layout.PREPARED.format(dataset=dataset, file=f"{split}.{side}")
+            for split in ("train", "valid") for side in ("src", "tgt")}
+        for side in ("src", "tgt"):
+            name, tokenizer_side = self.vocabulary(dataset, run, side)
+            paths[f"{side}_tokenizer"] = (
+                layout.TOKENIZER_DIR.format(dataset=dataset, side=tokenizer_side)
+                if name is None else checkpoint_dir(name, pretraining))
+        paths["pretrained"] = {role: checkpoint_dir(name, pretraining)
+                               for role, name in self.checkpoints(dataset, run).items()}
+        paths["inputs"] = {name: given.path(seed)
+                           for name, given in self.run_inputs(dataset, run).items()}
+        return paths
 
     def trained_runs(self) -> list[tuple[str, str]]:
         """Every (dataset, run) the DAG trains: the requested tables' and figures' runs and

@@ -105,6 +105,19 @@ class BackTranslated(RunInputKind):
         data.add_back_translations(inputs["bt_src"], inputs["bt_tgt"])
 
 
+def _check_enough_text(plan: Plan, dataset: str, available: int) -> None:
+    """A toy world's monolingual corpus holds as many sentences as its world says: the
+    largest `bt_sentences` must fit in it (a real corpus's length is known once prepared,
+    where the `backtranslate` job checks it)."""
+    wanted = sentences(plan, dataset)
+    if wanted > available:
+        experiment = next(e for e in plan.experiments if plan.status(e, dataset) == "ok"
+                          and plan.train_settings(dataset, e).get("bt_sentences") == wanted)
+        raise InputError(f"experiment {experiment!r} on dataset {dataset!r}: bt_sentences "
+                         f"{wanted} is more than the {available} sentences of its monolingual "
+                         f"corpus (config key 'datasets.{dataset}.world.mono_sentences')")
+
+
 def _check_dataset(plan: Plan, dataset: str) -> None:
     """The reverse model must be an autoregressive experiment on a dataset translating this
     one's target language into its source language; real data names its monolingual corpus."""
@@ -131,6 +144,7 @@ def _check_dataset(plan: Plan, dataset: str) -> None:
         if "corpus" in bt:
             raise InputError(f"{where}.corpus': a toy world back-translates its own "
                              "monolingual corpus; remove the key")
+        _check_enough_text(plan, dataset, spec["world"]["mono_sentences"])
     elif spec["kind"] == "reversed":
         raise InputError(f"{where}': a reversed real dataset has no monolingual corpus of its "
                          "own; configure the real dataset of this direction instead")
