@@ -251,6 +251,11 @@ def _experiment(c, **settings):
      "a local directory"),
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(vocabulary="../x"),
      "run toy/bertkd-kd-deen, vocabulary (src): checkpoint directory '../x' does not exist"),
+    # more back-translations than the toy world's monolingual text: found in a job otherwise
+    (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=20000),
+     "experiment 'abnet-bt-mask-predict-2m' on dataset 'toy': bt_sentences 24000 is more than "
+     "the 20000 sentences of its monolingual corpus (config key "
+     "'datasets.toy.world.mono_sentences')"),
 ])
 def test_invalid_config_names_the_key(cfg, mutate, message):
     bad = copy.deepcopy(cfg)
