@@ -3,7 +3,7 @@ random weights and no download (checkpoint architectures come from `nmtbench.par
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import torch
@@ -19,6 +19,7 @@ from nmtbench.workflow.config import pretrain_settings
 from nmtbench.workflow.plan import Plan
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
+from nmtbench.workflow.run_inputs.parent_weights import ParentWeights
 
 
 def side_vocab(plan: Plan, dataset: str, side: str,
@@ -85,20 +86,72 @@ def check_builds(plan: Plan, only: Collection[tuple[str, str]] | None = None,
     from configs alone (random weights on the meta device: no storage, no download), so that
     a setting no model can be built with (a shape, a group size that does not divide the
     pre-trained model's layers, a rate schedule out of order...) is one line naming the run
-    before any job starts, not when its job does. A run on a checkpoint whose architecture is
+    before any job starts, not when its job does; and warm-start each from the runs whose
+    weights it loads (`check_warm_start`). A run on a checkpoint whose architecture is
     unknown until it is downloaded is left to its job. Returns how many runs built, and the
     runs left."""
+    models: dict[tuple[str, str], Model] = {}
+
+    def model(dataset: str, run: str) -> Model:
+        if (dataset, run) not in models:
+            try:
+                models[dataset, run] = build_model(plan, dataset, run)
+            except InputError as err:
+                if isinstance(err, UnknownArchitecture):
+                    raise
+                raise InputError(f"run {dataset}/{run}: {err}") from None
+        return models[dataset, run]
+
     built, left = 0, []
     with torch.device("meta"):
         for dataset, run in plan.trained_runs():
             if only is not None and (dataset, run) not in only:
                 continue
             try:
-                build_model(plan, dataset, run)
+                check_warm_start(plan, dataset, run, model)
             except UnknownArchitecture:
                 left.append(f"{dataset}/{run}")
                 continue
-            except InputError as err:
-                raise InputError(f"run {dataset}/{run}: {err}") from None
             built += 1
     return built, left
+
+
+def check_warm_start(plan: Plan, dataset: str, run: str,
+                     model: Callable[[str, str], Model]) -> None:
+    """The run's model (`model(dataset, run)`, on the meta device) loads the weights each run
+    it warm-starts from (`init_from`, `features_from`) would save, as training will: every
+    key it takes has the child's shape and some key fits, and each side whose weights it
+    takes reads the parent's vocabulary (where the plan can tell: a vocabulary trained on the
+    data or pre-trained from it; two hub checkpoints of different names are compared by the
+    trainer, once downloaded). One line naming both runs."""
+    child = model(dataset, run)
+    method = get_method(plan.train_settings(dataset, run)["method"])
+    for given in ParentWeights().resolve(plan, dataset, run):
+        parent_name = f"{given.cell.dataset}/{given.cell.run}"
+        where = f"run {dataset}/{run}, {given.name} {parent_name}"
+        parent = model(given.cell.dataset, str(given.cell.run))
+        take, into = method.parent_runs[given.name]
+        try:
+            loaded = child.warm_start(parent.checkpoint_state(), given.name, take, into)
+        except InputError as err:
+            raise InputError(f"{where}: {str(err).removeprefix(given.name + ': ')}") from None
+        for side in sorted(loaded.sides):
+            ours = vocabulary_identity(plan, dataset, run, side)
+            theirs = vocabulary_identity(plan, given.cell.dataset, str(given.cell.run), side)
+            if ours != theirs and not (ours[0] == theirs[0] == "checkpoint"):
+                raise InputError(f"{where}: the {side} side reads {ours[1]}'s vocabulary, "
+                                 f"{parent_name} read {theirs[1]}'s; warm-start from a run "
+                                 "of the same vocabulary")
+
+
+def vocabulary_identity(plan: Plan, dataset: str, run: str, side: str) -> tuple[str, str]:
+    """What a run's vocabulary of `side` is made from: ("data", the dataset's tokenizer)
+    for one trained on a dataset, the pre-trainings in the DAG included (they keep the
+    tokenizer of the text they read), else ("checkpoint", its name)."""
+    name, tokenizer_side = plan.vocabulary(dataset, run, side)
+    spec = plan.config.get("pretraining", {}).get(name) if name else None
+    if spec is not None:
+        dataset, tokenizer_side, name = spec["dataset"], spec["side"], None
+    if name is None:
+        return "data", layout.TOKENIZER_DIR.format(dataset=dataset, side=tokenizer_side)
+    return "checkpoint", name

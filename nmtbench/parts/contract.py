@@ -159,10 +159,13 @@ def method_settings(name: str) -> Callable[[type], type]:
 @dataclass
 class WarmStart:
     """What `Model.warm_start` loaded: the keys of the new model the state did not fill
-    (they keep their initialisation) and the state's keys the model has no place for."""
+    (they keep their initialisation), the state's keys the model has no place for, and the
+    sides whose weights it took (src: encoder weights, tgt: decoder weights, whose
+    embeddings that side's vocabulary indexes)."""
 
     missing: list[str]
     unexpected: list[str]
+    sides: frozenset[str] = frozenset()
 
 
 def mark_pretrained(module: nn.Module) -> nn.Module:
@@ -286,9 +289,13 @@ class Model(nn.Module):
                              f"{take!r} is a weight of this model under {into!r} (a run of "
                              "another method or model part?)")
         result = self.load_state_dict(state, strict=False)
+        loaded = state.keys() & own.keys()
         return WarmStart(sorted(k for k in set(result.missing_keys) - self.pretrained_keys()
                                 if k.startswith(into)),
-                         sorted(result.unexpected_keys))
+                         sorted(result.unexpected_keys),
+                         frozenset(side for side, prefix in (("src", "encoder."),
+                                                             ("tgt", "decoder."))
+                                   if any(key.startswith(prefix) for key in loaded)))
 
     def num_params(self) -> dict[str, int]:
         total = sum(p.numel() for p in self.parameters())

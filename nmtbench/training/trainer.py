@@ -37,14 +37,15 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from nmtbench import provenance
+from nmtbench import layout, provenance
 from nmtbench.data.tokenization import load_tokenizer, vocab_of
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import write_json
 from nmtbench.methods import get_method
 from nmtbench.parts import checkpoints
-from nmtbench.parts.contract import Model, adamw
+from nmtbench.parts.contract import Model, WarmStart, adamw
+from nmtbench.records import read_record
 from nmtbench.run_paths import RunPaths
 from nmtbench.training import distributed
 from nmtbench.training.run_files import RunFiles, hold
@@ -63,6 +64,32 @@ def trained_out(tc: TrainConfig, epoch: int, step: int) -> bool:
     to no updates), after every update and at each epoch's end. Patience is judged at an
     epoch's end alone, from the validation loss."""
     return epoch > tc.max_epochs or bool(tc.max_updates and step >= tc.max_updates)
+
+
+def warm_start(model: Model, name: str, path: str, take_into: tuple[str, str],
+               *tokenizers: Any) -> WarmStart:
+    """Initialise (part of) `model` from another run's checkpoint `path` (its weights under
+    `take`, into `into`), where each side whose weights it takes reads the vocabulary the
+    parent run read (`tokenizers`: this run's, src and tgt): the embedding rows of another
+    vocabulary of the same size would stand for other words, silently. The plan compares
+    what it can tell before any job (nmtbench.evaluation.params.check_warm_start); hub
+    checkpoints of different names are compared here, by their pieces."""
+    parent_dir = Path(path).parent.parent  # the checkpoint is runs/<parent>/seedN/checkpoints/
+    try:
+        state = checkpoints.load(path)
+    except InputError as err:
+        raise InputError(f"{name}: {err}; {retrain(parent_dir)}") from None
+    report = model.warm_start(state["model"], name, *take_into)
+    record = read_record(parent_dir / layout.RUN_CONFIG_NAME, ("paths",))
+    parent = RunPaths.from_record(record["paths"], str(parent_dir / layout.RUN_CONFIG_NAME))
+    for side, ours in zip(("src", "tgt"), tokenizers, strict=True):
+        theirs = parent.src_tokenizer if side == "src" else parent.tgt_tokenizer
+        if side in report.sides and (
+                load_tokenizer(theirs, target=side == "tgt").get_vocab() != ours.get_vocab()):
+            raise InputError(f"{name}: {parent_dir} read the {side} side with the vocabulary "
+                             f"of {theirs}, another than this run's; warm-start from a run of "
+                             "the same vocabulary")
+    return report
 
 
 class Trainer:
@@ -197,12 +224,8 @@ class Trainer:
     def warm_start(self, name: str, path: str) -> None:
         """Initialise (part of) the model from another run's checkpoint (a fresh run only: a
         resumed one has its own weights), as the method's `parent_runs` say for `name`."""
-        take, into = self.method.parent_runs[name]
-        try:
-            state = checkpoints.load(path)
-        except InputError as err:  # the parent's checkpoint (runs/<parent>/seedN/checkpoints/)
-            raise InputError(f"{name}: {err}; {retrain(Path(path).parent.parent)}") from None
-        report = self.model.warm_start(state["model"], name, take, into)
+        report = warm_start(self.model, name, path, self.method.parent_runs[name],
+                            self.src_tok, self.tgt_tok)
         self._log({"event": "warm_start", "input": name, "from": path,
                    "missing": report.missing, "unexpected": report.unexpected})
         log.info("%s from %s: %d keys kept their initialisation, %d of its keys unused",

@@ -17,6 +17,7 @@ from smoke import ROOT, SMOKE, smoke_plan
 from nmtbench.cli import main
 from nmtbench.errors import InputError
 from nmtbench.evaluation.params import check_builds
+from nmtbench.workflow.config import check, load_config
 
 
 def with_override(tmp_path: Path, method: str, settings: dict) -> Path:
@@ -126,3 +127,41 @@ def test_a_snakemake_host_without_torch_skips_the_start_up_check_with_one_line(t
     assert run.returncode == 0, run.stderr[-2000:]
     assert ("start-up check skipped (no torch on this host); each run checks its settings "
             "when its job starts") in run.stderr
+
+
+# the parent of a warm start made to read another vocabulary (all of the default config's
+# Transformers read the joint one): of another size, or of the same size but other pieces
+OTHER_VOCABULARY = {
+    "another size": ({}, "init_from toy/transformer-big: encoder.embed.weight has shape "
+                         "(3000, 192), the model's is (2000, 192)"),
+    "the same size": ({"vocab_size": {"src": 1000, "tgt": 1000, "joint": 1000}},
+                      "init_from toy/transformer-big: the src side reads "
+                      "data/toy/tokenizer/src's vocabulary, toy/transformer-big read "
+                      "data/toy/tokenizer/joint's; warm-start from a run of the same vocabulary"),
+}
+
+
+def default_plan(*extra: Path):
+    return check(load_config([ROOT / "config" / "config.yaml", *extra]),
+                 ROOT / "config" / "schema.yaml", ROOT / "papers")
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_VOCABULARY))
+def test_a_warm_start_from_a_parent_of_another_vocabulary_is_one_line(case, tmp_path):
+    """Found before any job, not when the child starts after its parent trained for days
+    (deep fusion's BERT-fused run on the paper config was one): one line naming both runs."""
+    dataset, ending = OTHER_VOCABULARY[case]
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"datasets": {"toy": {
+        **dataset, "overrides": {"transformer": {"vocabulary": "joint"}}}}}))
+    with pytest.raises(InputError) as err:
+        check_builds(default_plan(extra))
+    message = str(err.value)
+    assert message == f"run toy/bertfused-roen-bt, {ending}", message
+
+
+def test_the_paper_config_warm_starts_every_run_from_a_parent_it_fits():
+    """Every init_from and features_from of config/paper.yaml loads into its child."""
+    plan = default_plan(ROOT / "config" / "paper.yaml")
+    built, left = check_builds(plan)
+    assert built == len(plan.trained_runs()) - len(left) and built > 100

@@ -11,7 +11,7 @@ import pytest
 import torch
 from tiny_checkpoints import save_tiny_bert, write_bert_corpus
 
-from nmtbench.data.tokenization import load_tokenizer
+from nmtbench.data.tokenization import load_tokenizer, train_wordpiece
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model, translate_lines
 from nmtbench.parts import checkpoints
@@ -76,6 +76,27 @@ def test_a_warm_started_run_begins_with_the_other_runs_weights(toy_paths, tmp_pa
     assert event["missing"] == ["decoder.norm.bias", "decoder.norm.weight",
                                 "encoder.norm.bias", "encoder.norm.weight"]
     assert event["unexpected"] == []
+
+
+def test_a_warm_start_from_a_run_of_another_vocabulary_is_one_line(toy_paths, toy_dir,
+                                                                   tmp_path):
+    """The parent read its target side with another vocabulary of the same size (two hub
+    checkpoints of different names, which the plan cannot compare before they are
+    downloaded): its embedding rows would stand for other words, so training refuses."""
+    torch.set_num_threads(1)
+    first = tmp_path / "first"
+    Trainer(first, CFG, toy_paths, device="cpu").run()
+    other = tmp_path / "other_tgt"
+    size = len(load_tokenizer(toy_paths.tgt_tokenizer).get_vocab())
+    train_wordpiece([toy_dir / "train.src"], other, size)  # the other language's pieces
+    assert len(load_tokenizer(other).get_vocab()) == size
+    inputs = replace(toy_paths, tgt_tokenizer=str(other),
+                     inputs={"init_from": str(first / "checkpoints" / "best.pt")})
+    with pytest.raises(InputError) as err:
+        Trainer(tmp_path / "second", CFG, inputs, device="cpu").run()
+    assert str(err.value) == (f"init_from: {first} read the tgt side with the vocabulary of "
+                              f"{toy_paths.tgt_tokenizer}, another than this run's; warm-start "
+                              "from a run of the same vocabulary")
 
 
 def test_a_resumed_run_does_not_warm_start_again(toy_paths, tmp_path):
