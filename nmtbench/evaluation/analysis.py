@@ -171,6 +171,8 @@ def length_buckets(hyp: str | Path, ref: str | Path, out: str | Path, *, cutoffs
         buckets.append({"bucket": label, "sentences": len(index),
                         "bleu": score})
     result = {"cutoffs": list(cutoffs), "measure": "output length (tokens)",
-              "metric": "tokenized BLEU (multi-bleu.perl)", "buckets": buckets}
+              "metric": "tokenized BLEU (multi-bleu.perl)", "buckets": buckets,
+              # what was bucketed: the report checks them against the cell's scores
+              "hyp": provenance.file_digest(hyp), "ref": provenance.file_digest(ref)}
     write_json(out, result)
     return result

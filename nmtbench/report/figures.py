@@ -322,13 +322,11 @@ def _bucket_record(path: Path, names: list[str]) -> dict | None:
 def _buckets(plan: Plan, results: Results, figure: Figure,
              cells: list[Cell]) -> tuple[Series, set[str]]:
     """Our mean BLEU per bucket (NaN where a seed's bucket is empty: no bar)."""
-    cutoffs = figure.spec["bucket_cutoffs"]
     series, plotted = {}, set()
     for cell, label in zip(cells, figure.spec["series"].values(), strict=True):
         if cell.status != "ok":
             continue
-        data = [_bucket_record(results.path(buckets_file(cell, figure.split, cutoffs, s)),
-                               _bucket_names(figure)) for s in plan.seeds]
+        data = [_current_buckets(results, cell, figure, s) for s in plan.seeds]
         if not all(data):
             continue
         means = [_mean([d["buckets"][i]["bleu"] for d in data])
@@ -337,6 +335,19 @@ def _buckets(plan: Plan, results: Results, figure: Figure,
                          for b, m in zip(data[0]["buckets"], means, strict=True)]
         plotted.add(cell.run)
     return series, plotted
+
+
+def _current_buckets(results: Results, cell: Cell, figure: Figure, seed: int) -> dict | None:
+    """One seed's bucket record, if it bucketed the cell's current hypotheses and reference
+    (`Results.made_from_hypotheses`); otherwise None, and the file is listed as left out (a
+    record made before buckets named their inputs is too: `snakemake --forcerun buckets`
+    makes it again)."""
+    path = results.path(buckets_file(cell, figure.split, figure.spec["bucket_cutoffs"], seed))
+    data = _bucket_record(path, _bucket_names(figure))
+    if data is not None and not results.made_from_hypotheses(data, cell, seed, figure.split):
+        results.stale.add(path)
+        return None
+    return data
 
 
 def _bucket_names(figure: Figure) -> list[str]:

@@ -88,21 +88,40 @@ class Results:
         if not provenance.current(record, run_dir):
             return False
         if split is not None:
-            prepared = {side: self.results_dir.parent / layout.PREPARED.format(
-                dataset=cell.dataset, file=f"{split}.{side}") for side in ("src", "tgt")}
             decoding = record.get("decode")
-            made_by = self.plan.decode_for_tag(cell.tag).record()
-            if not isinstance(decoding, dict) or any(decoding.get(k) != v
-                                                     for k, v in made_by.items()):
-                return False  # decoded by other settings than the cell's (by hand, say)
-            for path, recorded in (
-                    (self.path(cell.file(layout.HYP, seed, split=split)), record.get("hyp")),
-                    (prepared["tgt"], record.get("ref")),
-                    (prepared["src"], decoding.get("src") if isinstance(decoding, dict)
-                     else None)):
-                if path.is_file() and recorded != self._digest(path):
-                    return False  # decoded, scored or prepared again since, or it does not say
+            if not self._decoded_as_tagged(decoding, cell) or not self._unchanged(
+                    cell, seed, split, record.get("hyp"), record.get("ref"), decoding.get("src")):
+                return False  # decoded, scored or prepared again since, or it does not say
         return self.run_current(cell, seed)
+
+    def made_from_hypotheses(self, record: dict, cell: Cell, seed: int, split: str) -> bool:
+        """Is `record`, made from a split's hypotheses and reference and naming them (`hyp`,
+        `ref`: length buckets), made from the cell's hypotheses there now, decoded (their
+        `decode` record) by the training there now with the settings of the cell's tag,
+        from the source and against the reference prepared now?"""
+        decoding = read_result(self.path(cell.file(layout.DECODE_INFO, seed, split=split)))
+        return (decoding is not None and self._decoded_as_tagged(decoding, cell)
+                and self._unchanged(cell, seed, split, record.get("hyp"), record.get("ref"),
+                                    decoding.get("src"))
+                and self.current(decoding, cell, seed))
+
+    def _decoded_as_tagged(self, decoding: Any, cell: Cell) -> bool:
+        """A decoding record with the settings the cell's tag stands for (not one made by
+        hand under the cell's file name with others)."""
+        made_by = self.plan.decode_for_tag(cell.tag).record()
+        return isinstance(decoding, dict) and all(decoding.get(k) == v
+                                                  for k, v in made_by.items())
+
+    def _unchanged(self, cell: Cell, seed: int, split: str, hyp: Any, ref: Any,
+                   src: Any) -> bool:
+        """The hypotheses, reference and source digests a record names are those of the
+        files there now (where they are there to compare; a record that does not say is not
+        current)."""
+        prepared = {side: self.results_dir.parent / layout.PREPARED.format(
+            dataset=cell.dataset, file=f"{split}.{side}") for side in ("src", "tgt")}
+        return all(not path.is_file() or recorded == self._digest(path) for path, recorded in (
+            (self.path(cell.file(layout.HYP, seed, split=split)), hyp),
+            (prepared["tgt"], ref), (prepared["src"], src)))
 
     def run_current(self, cell: Cell, seed: int) -> bool:
         """Is the training in the cell's run directory the one the config describes now?"""

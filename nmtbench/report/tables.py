@@ -129,7 +129,10 @@ def _stale_section(results: Results, out: Path) -> list[str]:
             "directory (retrained, refused or removed since), by a training whose inputs "
             "(data, tokenizers, pre-trained checkpoints) have changed since, or from "
             "hypotheses decoded again since; their cells show "
-            f"{MISSING} until the workflow makes them again:", "",
+            f"{MISSING}. The workflow makes them again where it sees why (a run trained or "
+            "data prepared again); where it cannot (a file edited by hand that kept its "
+            "modification time, a record an older version of the harness wrote), delete the "
+            "file and run it again:", "",
             *[f"- {p.relative_to(results.results_dir)}" for p in sorted(results.stale)]]
 
 

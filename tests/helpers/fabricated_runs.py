@@ -266,11 +266,13 @@ def fabricate(plan: Plan, results: Path,
             write(path, {"significance": verdicts.get((experiment, seed), "better"),
                          "samples": 1000, "hyps": [_hyp(run, tag, seed, split),
                                                    _hyp(brun, btag, seed, split)]})
-        elif kind == "buckets":
+        elif kind == "buckets":  # and the decoding record of the hypotheses it bucketed
             write(path, {"cutoffs": [8, 16], "buckets": [
                 {"bucket": label, "sentences": 0 if bleu is None else 3, "bleu": bleu}
                 for label, bleu in zip(BUCKET_LABELS, BUCKETS_BLEU[experiment][seed],
-                                       strict=True)]})
+                                       strict=True)], "hyp": _hyp(run, tag, seed, split)})
+            write(run_dir / f"decode.{split}.{tag}.json",
+                  plan.decode_for_tag(tag).record() | {"trained": TRAINED})
         else:
             raise AssertionError(f"unexpected target {target}")
     for run_dir in run_dirs:  # every output above was made from this training

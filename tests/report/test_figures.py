@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import statistics
 from pathlib import Path
@@ -253,3 +254,28 @@ def test_buckets_other_than_the_figures_are_named_with_their_file(tmp_path: Path
     with pytest.raises(InputError, match=f"^{record}: key 'buckets' must be the buckets <8, "
                                          r"\[8,16\), >=16 in this order$"):
         figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0], tmp_path)
+
+
+@pytest.mark.parametrize("change", ["hypotheses decoded again", "another decoding",
+                                    "a record naming no hypotheses"])
+def test_buckets_of_other_hypotheses_are_left_out(tmp_path: Path, change: str) -> None:
+    """A bucket record is plotted only while it bucketed the hypotheses decoded now by the
+    run's current training with the cell's settings; otherwise it is listed as left out."""
+    plan = make_plan(make_config([1], tables=[BUCKETS]), write_papers(tmp_path / "papers"))
+    fabricate(plan, tmp_path / "results")
+    big = tmp_path / "results" / "runs" / DATASET / "trm-big" / "seed1"
+    record = big / f"buckets.test.{TAG_BIG}.8-16.json"
+    if change == "hypotheses decoded again":
+        (big / f"hyp.test.{TAG_BIG}.txt").write_text("another translation\n")
+    elif change == "another decoding":
+        decoding = big / f"decode.test.{TAG_BIG}.json"
+        decoding.write_text(decoding.read_text().replace('"beam": ', '"beam": 1'))
+    else:
+        data = json.loads(record.read_text())
+        del data["hyp"]
+        (big / f"hyp.test.{TAG_BIG}.txt").write_text("a translation\n")
+        record.write_text(json.dumps(data))
+    results = Results(plan, tmp_path / "results")
+    drawn = figures.draw(plan, results, plan.figures[0], tmp_path / "out")
+    assert list(drawn.series) == ["Base"]
+    assert results.stale == {record}
