@@ -483,6 +483,25 @@ def _check_arguments(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_check)
 
 
+def cmd_recipe(args: argparse.Namespace) -> None:
+    from nmtbench.workflow.recipes import markdown
+
+    print(markdown(_checked_plan(args, default=("config/paper.yaml",))))
+
+
+def _recipe_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("recipe", help="each paper run's effective recipe beside its paper's",
+                       description="Print, per paper, a Markdown table of its runs: tokens "
+                       "(or sentences) per update (max_tokens x update_freq x the train "
+                       "rule's GPUs), updates, epochs, stopping, learning rate, schedule, "
+                       "warm-up, checkpoint averaging, beam and length penalty, ours beside "
+                       "the paper's (papers/*.yaml `recipes`), with the config's stated "
+                       "deviations (recipe_deviations) and the differences it leaves "
+                       "unexplained.")
+    _config_arguments(s, default="config/paper.yaml, the papers' settings")
+    s.set_defaults(func=cmd_recipe)
+
+
 def cmd_snapshot(args: argparse.Namespace) -> None:
     from nmtbench import layout
     from nmtbench.parts.pretrained import snapshot
@@ -606,7 +625,7 @@ def parser() -> argparse.ArgumentParser:
             _decode_arguments, _export_arguments, _evaluate_arguments, _score_arguments,
             _report_arguments, _latency_arguments, _bootstrap_arguments, _buckets_arguments,
             _download_arguments, _prepare_arguments, _monolingual_arguments,
-            _check_arguments):
+            _check_arguments, _recipe_arguments):
         arguments(sub)
     return p
 

@@ -141,6 +141,17 @@ class Figure:
 
 
 @dataclass
+class Recipe:
+    """How a paper trained and decoded one experiment on one of its datasets: key -> fact
+    ({value, source, how, form}), the keys its sources leave open, and notes on them."""
+
+    paper: str
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    not_stated: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Catalogue:
     """Every paper's tables, figures and experiments; `sources` says which file defined what."""
 
@@ -151,6 +162,7 @@ class Catalogue:
     papers: dict[str, dict[str, str]] = field(default_factory=dict)  # title, citation, source
     claims: list[Claim] = field(default_factory=list)
     planned: set[str] = field(default_factory=set)  # methods papers need, not written yet
+    recipes: dict[tuple[str, str], Recipe] = field(default_factory=dict)  # (experiment, dataset)
 
     def names(self) -> list[str]:
         return sorted(self.tables) + sorted(self.figures)
@@ -337,6 +349,7 @@ def _load_catalogue(papers_dir: Path, files: tuple[tuple[str, int, int], ...]) -
                                                                    table)
         catalogue.claims += [claim_from_spec(paper, c, catalogue.tables)
                              for c in data.get("claims", [])]
+        _add_recipes(path, data, catalogue.recipes)
         for fname, figure in data.get("figures", {}).items():
             spec = {k: v for k, v in figure.items()
                     if k not in ("kind", "caption", "dataset", "split")}
@@ -344,6 +357,34 @@ def _load_catalogue(papers_dir: Path, files: tuple[tuple[str, int, int], ...]) -
                 f"{paper}.{fname}", paper, figure["kind"], figure["caption"],
                 figure["dataset"], figure["split"], spec)
     return catalogue
+
+
+def _add_recipes(path: Path, data: dict[str, Any],
+                 recipes: dict[tuple[str, str], Recipe]) -> None:
+    """A file's `recipes` by (experiment, dataset): entries may share a run but not a key,
+    and a run's recipe comes from one paper (the one that ran it)."""
+    for i, entry in enumerate(data.get("recipes", [])):
+        where = f"{path}: key 'recipes.{i}"
+        facts = {k: v for k, v in entry.items()
+                 if k not in ("experiments", "datasets", "not_stated", "note")}
+        keys = {*facts, *entry.get("not_stated", [])}
+        if both := set(facts) & set(entry.get("not_stated", [])):
+            raise InputError(f"{where}.not_stated': {', '.join(sorted(both))} given too")
+        for name in entry["experiments"]:
+            if name not in data["experiments"]:
+                raise InputError(f"{where}.experiments': unknown experiment {name!r} (not "
+                                 "under 'experiments')")
+            for dataset in entry["datasets"]:
+                recipe = recipes.setdefault((name, dataset), Recipe(data["paper"]))
+                if recipe.paper != data["paper"]:
+                    raise InputError(f"{where}': {name} on {dataset} has a recipe in "
+                                     f"papers/{recipe.paper}.yaml already")
+                if twice := keys & {*recipe.facts, *recipe.not_stated}:
+                    raise InputError(f"{where}': {name} on {dataset} is given "
+                                     f"{', '.join(sorted(twice))} twice")
+                recipe.facts.update(facts)
+                recipe.not_stated.update(entry.get("not_stated", []))
+                recipe.notes += [entry["note"]] if "note" in entry else []
 
 
 def claim_from_spec(paper: str, spec: dict[str, Any], tables: dict[str, Table]) -> Claim:
