@@ -309,6 +309,37 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
 
 
+@pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"lr_schedule": "linear",
+                                                       "max_epochs": 3}],
+                         ids=["fewer-epochs", "a-linear-decay-made-longer"])
+def test_a_finished_run_under_changed_settings_keeps_no_number(smoke_copy, tmp_path,
+                                                               monkeypatch, changed):
+    """The config asks a finished run for fewer epochs, or for a linear decay over more: the
+    workflow reruns its train job, which refuses to resume (the result would not be the new
+    settings' run) with one line saying what to delete; the workflow fails, and a report
+    shows no number for the cell rather than the old training's."""
+    table = tmp_path / "table.yaml"
+    table.write_text("tables: [toyworld.table1]\n")
+    run, tag = run_dir(smoke_copy, "bert-frozen-500", table)
+    more = tmp_path / "changed.yaml"
+    more.write_text(yaml.safe_dump({"experiments": {"bert-frozen-500": changed}}))
+    configs = ["--configfile", str(SMOKE), str(table), str(more)]
+    result = snakemake(smoke_copy, "--cores", "2", *configs)
+    assert result.returncode != 0
+    log = (smoke_copy / "logs" / "train" / "toy" / "bert-frozen-500" / "seed1.log").read_text()
+    assert re.search(r"^error: \S+/last\.pt (cannot resume as this config's run: .*|was "
+                     r"trained with another config); delete "
+                     rf"{re.escape(str(run.relative_to(smoke_copy)))} to train it again$",
+                     log, re.M), log
+    monkeypatch.chdir(smoke_copy)
+    out = tmp_path / "tables.md"
+    assert cli.main(["report", "--root", str(ROOT), "--out", str(out), "--configfile",
+                     *configs[1:]]) == 0
+    row = next(line for line in out.read_text().splitlines()
+               if line.startswith("| Frozen BERT encoder, 500 pairs "))
+    assert "missing" in row and not re.search(r"\| \d+\.\d\d", row), row
+
+
 def test_a_checkpoint_pretrained_again_keeps_the_runs_on_it(smoke_copy, tmp_path):
     """A pre-trained checkpoint deleted and made again by the workflow: byte-identical weights,
     another wall-clock time in its summary. The runs on it resume their finished training (no
