@@ -1,7 +1,8 @@
-"""MkDocs hook (mkdocs.yml `hooks:`): the site's two references are made by the build, so that
+"""MkDocs hook (mkdocs.yml `hooks:`): the site's references are made by the build, so that
 they cannot drift from the code: reference/configuration.md from config/schema.yaml (what the
-workflow checks a config against) and reference/cli.md from `python -m nmtbench`'s argument
-parser. Neither is committed.
+workflow checks a config against), reference/cli.md from `python -m nmtbench`'s argument
+parser, and reference/recipes.md from `python -m nmtbench recipe` on config/paper.yaml (each
+paper run's recipe beside its paper's). None is committed.
 
 A script rather than a module of the package: it is the repository's tooling, like the site
 (it reads config/), and nothing that runs an experiment needs it. Run by hand, it writes both
@@ -24,6 +25,8 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 from nmtbench import cli
+from nmtbench.workflow import recipes
+from nmtbench.workflow.config import check, load_config
 from nmtbench.workflow.method_registry import (
     CHECKPOINT_SIDE,
     NOT_BUILT,
@@ -33,7 +36,7 @@ from nmtbench.workflow.method_registry import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("reference/configuration.md", "reference/cli.md")  # their paths in the site
+PAGES = ("reference/configuration.md", "reference/cli.md", "reference/recipes.md")
 COLUMNS = ("Key", "Type", "Default", "Allowed", "Description")
 # what an entry of a mapping is called in a dotted key (datasets.<dataset>.kind)
 JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null"}
@@ -314,7 +317,21 @@ def pages(root: Path = ROOT) -> dict[str, str]:
     """Each reference's path in the site -> its Markdown: from `root`'s config/schema.yaml and
     the argument parser of the `nmtbench` imported."""
     schema = yaml.safe_load((root / "config" / "schema.yaml").read_text(encoding="utf-8"))
-    return dict(zip(PAGES, (configuration_page(schema), cli_page(cli.parser())), strict=True))
+    return dict(zip(PAGES, (configuration_page(schema), cli_page(cli.parser()),
+                            recipes_page(root)), strict=True))
+
+
+def recipes_page(root: Path) -> str:
+    """Each paper run of config/paper.yaml: the recipe it trains and decodes with, beside the
+    paper's, and the reason for every difference."""
+    config = load_config([root / "config" / "config.yaml", root / "config" / "paper.yaml"])
+    plan = check(config, root / "config" / "schema.yaml", root / "papers")
+    return (header("papers/*.yaml `recipes` and config/paper.yaml") + "\n# Paper recipes\n\n"
+            "What `python -m nmtbench recipe --configfile config/paper.yaml` prints: per paper, "
+            "each run's tokens (or sentences) per update (max_tokens x update_freq x the train "
+            "rule's GPUs), training length, stopping, learning rate and decoding, beside what "
+            "the paper or its authors' code states, with its source; every difference has the "
+            "reason the config gives (`recipe_deviations`).\n\n" + recipes.markdown(plan))
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:

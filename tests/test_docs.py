@@ -114,7 +114,7 @@ def test_a_broken_link_in_a_results_page_fails_the_build(tmp_path):
     """Only links into results/runs/ are turned into text: any other broken link fails."""
     root = tmp_path / "tree"
     root.mkdir()
-    for name in ("mkdocs.yml", "docs", "scripts", "nmtbench", "config"):
+    for name in ("mkdocs.yml", "docs", "scripts", "nmtbench", "config", "papers"):
         (root / name).symlink_to(ROOT / name)
     # what the hook reads (a developer's results/ may also hold every run)
     shutil.copytree(ROOT / "results" / "figures", root / "results" / "figures")
