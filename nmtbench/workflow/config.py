@@ -31,7 +31,10 @@ from nmtbench.workflow.train_settings import TrainConfig
 
 # `published_back_translations: true`: trained with a published back-translated corpus (a dataset
 # holding one serves it)
-SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "published_back_translations"}
+# `tokens_per_update`: the update's size in target tokens, all GPUs together; the plan derives
+# `update_freq` from it and the train rule's GPUs (Plan.update_freq), so the trainer never sees it
+SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "published_back_translations",
+                            "tokens_per_update"}
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
              "or digit: it becomes part of file paths and commands")
@@ -395,6 +398,9 @@ def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: d
     for key in settings:
         _check_key(key, info, where)
     info.decoding(settings, where)
+    wanted = settings.get("tokens_per_update", 1)
+    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+        raise InputError(f"{where}.tokens_per_update': {wanted!r} is not a positive integer")
     check_against(info.schema, {k: v for k, v in settings.items()
                                  if k not in SETTINGS_OUTSIDE_TRAINER}, where)
     if bad := _non_finite(settings):  # a paper's own settings: the config's are checked

@@ -97,3 +97,27 @@ def test_the_command_prints_a_table_per_paper(capsys):
         assert f"## {paper}" in out
     assert "| iwslt14-de-en | bertkd-kd-deen | 6000 ✓ |" in out
     assert "Unexplained" not in out and "no reason" not in out
+
+
+@pytest.mark.parametrize("gpus, update_freq", [(0, 48), (1, 48), (4, 12), (8, 6), (7, 7)])
+def test_tokens_per_update_are_kept_on_any_number_of_gpus(tmp_path, gpus, update_freq):
+    """C-MLM's WMT baseline: 384,000 tokens per update in 8,000-token batches, accumulated
+    over as many batches as the train rule's GPUs leave (at least the tokens asked: 7 GPUs x
+    7 batches x 8,000); the recipe stays the paper's, so no deviation is needed."""
+    plan = _plan(_copy_with(tmp_path, {"resources": {"train": {"gpu": gpus}}}))
+    settings = plan.train_settings("wmt14-en-de", "bertkd-transformer-base")
+    assert settings["update_freq"] == update_freq and "tokens_per_update" not in settings
+    (run,) = [r for r in run_recipes(plan)
+              if (r.experiment, r.dataset) == ("bertkd-transformer-base", "wmt14-en-de")]
+    assert run.ours["tokens_per_update"] == 8000 * update_freq * max(gpus, 1)
+    assert ("tokens_per_update" in run.differs) == (gpus == 7)
+
+
+@pytest.mark.parametrize("value", [0, 2.5, True])
+def test_a_tokens_per_update_that_is_no_count_is_refused(tmp_path, value):
+    extra = _copy_with(tmp_path, {"experiments": {"bertkd-transformer-base": {
+        "tokens_per_update": value}}})
+    with pytest.raises(InputError, match=r"^config key 'experiments\.bertkd-transformer-base"
+                                         r"\.tokens_per_update': \S+ is not a positive "
+                                         "integer$"):
+        _plan(extra)

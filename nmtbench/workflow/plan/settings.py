@@ -4,10 +4,12 @@ checkpoints and decoding."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from nmtbench.workflow.decode_settings import DecodeSettings
 from nmtbench.workflow.plan.cells import NOT_TRAINING
+from nmtbench.workflow.train_settings import TrainConfig
 
 
 class ExperimentSettings:
@@ -65,9 +67,19 @@ class ExperimentSettings:
             settings.update(self._mapped_size(dataset, experiment, settings))
             # an experiment's `tgt_bert: null` means no such checkpoint: nothing fills it
             settings.update({role: None for role in roles if role in spec and spec[role] is None})
+        if wanted := settings.pop("tokens_per_update", None):
+            settings["update_freq"] = self.update_freq(settings, wanted)
         if seed is not None:
             settings["seed"] = seed
         return settings
+
+    def update_freq(self, settings: dict[str, Any], tokens_per_update: int) -> int:
+        """The batches each process accumulates so that an update holds `tokens_per_update`
+        tokens (at least) on the train rule's GPUs (`resources.train.gpu`, one process each):
+        a paper's batch kept on fewer GPUs than it had, as fairseq's --update-freq keeps it."""
+        gpus = max(1, int(self.config["resources"]["train"]["gpu"]))
+        per_batch = TrainConfig.from_dict(settings).max_tokens * gpus
+        return max(1, math.ceil(tokens_per_update / per_batch))
 
     def _mapped_size(self, dataset: str, experiment: str,
                      settings: dict[str, Any]) -> dict[str, str]:
