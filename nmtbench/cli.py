@@ -14,9 +14,11 @@ import logging
 import math
 import os
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nmtbench import layout
 from nmtbench.errors import InputError
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow import decode_settings
@@ -678,9 +680,45 @@ WORKFLOW_SOURCES = [Path(__file__).resolve().parents[1] / name for name in (
     "Snakefile", "config", "papers", "rules", "envs", "profiles", "scripts", "nmtbench")]
 
 
+# The commands whose outputs are files (the others write directories, each refusing one that
+# is not an earlier output of its own: fileio.atomic_directory)
+FILE_OUTPUTS = ("soft-targets", "decode", "evaluate", "latency", "bootstrap",
+                "buckets", "download", "monolingual", "report")
+# Files the workflow reads that no file-writing command makes: checkpoints, their checksums
+# and records, run records, vocabularies, corpora's manifests
+FOREIGN_FILES = ("*.pt", "*.sha256", "*.safetensors", "*.bin", "config.json",
+                 "train_summary.json", "train_log.jsonl", "pretrain_summary.json",
+                 "trim_summary.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                 "special_tokens_map.json", "manifest.json")
+# Directories that other commands make as a whole: a file added to a run's checkpoints or to a
+# checkpoint's directory (which holds one of HF_CHECKPOINT_FILES) would change what it holds,
+# a file replaced in a prepared dataset what the runs train and are scored on
+FOREIGN_DIRECTORIES = (layout.CHECKPOINTS_NAME,)
+HF_CHECKPOINT_FILES = ("model.safetensors", "tokenizer_config.json")
+PREPARED = Path(layout.PREPARED_DIR).name
+
+
+def _refuse_foreign_outputs(outputs: dict[str, str | Path]) -> None:
+    """A file output over a file the workflow reads that this command does not make (another
+    run's checkpoint or record, a vocabulary, a prepared corpus), or into a directory another
+    command makes as a whole, is refused with one line: written there, it would corrupt that
+    input."""
+    for option, out in outputs.items():
+        path = Path(out)
+        if path.exists() and (any(fnmatch(path.name, p) for p in FOREIGN_FILES)
+                              or path.parent.name == PREPARED):
+            raise InputError(f"{option} {out} is a file another command makes ({path.name}), "
+                             "which the workflow reads; write to another path")
+        if path.parent.name in FOREIGN_DIRECTORIES or any(
+                (path.parent / name).is_file() for name in HF_CHECKPOINT_FILES):
+            raise InputError(f"{option} {out} lies inside {path.parent}, a directory another "
+                             "command makes as a whole; write to another path")
+
+
 def _refuse_overlaps(args: argparse.Namespace) -> None:
     """No command writes where it reads: an output that is, contains or lies inside one of
-    its inputs is refused with one line before anything is read or written."""
+    its inputs is refused with one line before anything is read or written; so is a file
+    output over or among files that other commands make (`_refuse_foreign_outputs`)."""
     from nmtbench.fileio import refuse_overlap
     from nmtbench.records import run_inputs
 
@@ -697,15 +735,22 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                     inputs.append(path)
             else:
                 inputs.append(item)
-    if args.command == "report":  # the runs it reports; tables.md goes beside them
-        inputs.append(Path(args.results) / "runs")
-    inputs.extend(getattr(args, "configfile", None) or [])  # the configs it reads
-    inputs.extend(WORKFLOW_SOURCES)  # what every job of the workflow reads
     outputs = {f"--{key.replace('_', '-')}": path for key in WRITES.get(args.command,
                                                                           ("out", "info"))
                if (path := getattr(args, key, None)) and not (
                    args.command == "report" and key == "results")}
+    if args.command == "report":
+        # the runs it reports and the test sets it compares their scores with (data/ beside
+        # results/); tables.md, claims.md and figures/ go to --out's directory
+        inputs += [Path(args.results) / "runs", Path(args.results).parent / "data"]
+        out = Path(args.out) if args.out else Path(args.results) / "tables.md"
+        outputs = {"--out": out, "--out (claims.md beside it)": out.parent / "claims.md",
+                   "--out (figures/ beside it)": out.parent / "figures"}
+    inputs.extend(getattr(args, "configfile", None) or [])  # the configs it reads
+    inputs.extend(WORKFLOW_SOURCES)  # what every job of the workflow reads
     refuse_overlap(outputs, inputs)
+    if args.command in FILE_OUTPUTS:
+        _refuse_foreign_outputs(outputs)
 
 
 def _system_error(err: OSError, args: argparse.Namespace) -> str:

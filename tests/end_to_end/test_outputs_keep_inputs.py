@@ -37,6 +37,14 @@ def world(tmp_path: Path) -> Path:
     (run / "train_summary.json").write_text("{}")
     (run / "checkpoints" / "best.pt").write_bytes(b"checkpoint")
     (tmp_path / "downloads").mkdir()
+    (tmp_path / "other" / "checkpoints").mkdir(parents=True)  # another run's
+    (tmp_path / "other" / "best.pt").write_bytes(b"checkpoint")
+    (tmp_path / "pretrained" / "other").mkdir()  # another checkpoint
+    (tmp_path / "pretrained" / "other" / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "data" / "toy" / "prepared").mkdir(parents=True)
+    (tmp_path / "data" / "toy" / "prepared" / "test.tgt").write_text("a b\n")
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "claims.md").write_text("datasets: {}\n")
     for name in ("src", "hyp", "ref"):
         (tmp_path / name).write_text("a b\n")
     return tmp_path
@@ -127,6 +135,30 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["report", "--results", d, "--out", ROOT / "papers" / "tables.md",
                    "--config", "{}"],
         f"--out {ROOT}/papers/tables.md lies inside the input {ROOT}/papers"),
+    # what the report reads besides the runs: the test sets its scores name (data/ beside
+    # results/); claims.md and figures/ are written beside --out too
+    "report over a test set": (
+        lambda d: ["report", "--results", d / "results", "--out",
+                   d / "data" / "toy" / "prepared" / "test.tgt", "--config", "{}"],
+        "--out {d}/data/toy/prepared/test.tgt lies inside the input {d}/data"),
+    "report's claims over a config file it reads": (
+        lambda d: ["report", "--configfile", d / "claims.md", "--results", d, "--out",
+                   d / "tables.md"],
+        "--out (claims.md beside it) {d}/claims.md is the input {d}/claims.md"),
+    # files that another command makes and the workflow reads
+    "decode over another run's checkpoint": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "other" / "best.pt"],
+        "--out {d}/other/best.pt is a file another command makes (best.pt)"),
+    "buckets into another run's checkpoints": (
+        lambda d: ["buckets", "--hyp", d / "hyp", "--ref", d / "ref", "--cutoffs", "5",
+                   "--out", d / "other" / "checkpoints" / "scores.json"],
+        "--out {d}/other/checkpoints/scores.json lies inside {d}/other/checkpoints, a "
+        "directory another command makes as a whole"),
+    "bootstrap into a BERT's directory": (
+        lambda d: ["bootstrap", "--hyp", d / "hyp", "--baseline", d / "hyp", "--ref", d / "ref",
+                   "--out", d / "pretrained" / "other" / "b.json"],
+        "--out {d}/pretrained/other/b.json lies inside {d}/pretrained/other, a directory"),
     "prepare into its downloads": (
         lambda d: ["prepare", "--dataset", "x", "--spec", "{}", "--downloads", d / "downloads",
                    "--out", d / "downloads" / "prepared"],
@@ -141,8 +173,8 @@ def test_an_output_over_an_input_is_refused_and_the_input_kept(world, case, caps
     assert cli.main([*map(str, command(world))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {expected.format(d=world)}"), err
-    assert err.rstrip().endswith("the command would overwrite what it reads; write to "
-                                 "another path")
+    assert err.rstrip().endswith(("the command would overwrite what it reads; write to "
+                                  "another path", "; write to another path"))
     assert contents(world) == before
 
 
