@@ -52,7 +52,9 @@ def score_text(hyps: list[str], refs: list[str], scoring: Scoring) -> dict[str, 
     for_bleu = split_compounds if scoring.compound_split else (lambda line: line)
     scores = bleu([for_bleu(h) for h in hyps], [for_bleu(r) for r in refs],
                   hyps_detok, raw_refs, lowercase=scoring.lowercase)
+    # how it was scored, besides the signatures: the report compares them with the config's
     scores["compound_split"] = scoring.compound_split
+    scores["detok_lang"] = scoring.detok_lang
     return {"bleu": scores, "chrf": chrf(hyps_detok, raw_refs, lowercase=scoring.lowercase)}
 
 

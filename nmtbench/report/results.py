@@ -48,7 +48,8 @@ class Results:
         if METRICS[metric].source == "latency" and "baseline" in data:
             made_from.append((data["baseline"], baseline))
         scores = split if METRICS[metric].source == "metrics" else None
-        if not all(self.current(record, c, seed, scores) for record, c in made_from):
+        timed = METRICS[metric].source != "latency" or self.timed_as_configured(data)
+        if not timed or not all(self.current(record, c, seed, scores) for record, c in made_from):
             self.stale.add(path)
             return None
         if metric == "speedup" and "baseline" not in data:
@@ -68,9 +69,9 @@ class Results:
                       for c in (cell, baseline)]
             if (not all(s is not None and self.current(s, c, seed, split) for s, c in scored)
                     or data.get("hyps") != [s.get("hyp") for s, _ in scored]
-                    or data.get("samples") != self.plan.config["analysis"]["bootstrap_samples"]):
+                    or not self.analysed_as_configured(data, cell)):
                 self.stale.add(path)  # it compared hypotheses the table does not show, or
-                return ""  # as many resamples as the config asks no longer
+                return ""  # resampled or scored otherwise than the config asks now
             verdicts.append(data.get("significance"))
         if all(v == "better" for v in verdicts):
             return BETTER
@@ -92,7 +93,45 @@ class Results:
             if not self._decoded_as_tagged(decoding, cell) or not self._unchanged(
                     cell, seed, split, record.get("hyp"), record.get("ref"), decoding.get("src")):
                 return False  # decoded, scored or prepared again since, or it does not say
+            if not self.scored_as_configured(record.get("bleu"), cell):
+                return False  # scored with another case, compound splitting or detokenizer
         return self.run_current(cell, seed)
+
+    def scoring(self, cell: Cell) -> dict[str, Any]:
+        """How the config scores the cell's dataset: case, compound splitting, the language
+        of the detokenizer before sacreBLEU (rules/evaluate.smk passes them)."""
+        spec = self.plan.config["datasets"][cell.dataset]
+        return {"lowercase": bool(spec["lowercase"]),
+                "compound_split": bool(spec.get("compound_split")),
+                "detok_lang": spec["detok_lang"]}
+
+    def scored_as_configured(self, bleu: Any, cell: Cell) -> bool:
+        """A metrics record's BLEU (`bleu`: its case is in the signature; compound splitting
+        and the detokenizer's language beside it, the latter since scores record it) was
+        scored as the config scores the cell's dataset now."""
+        wanted = self.scoring(cell)
+        if not isinstance(bleu, dict) or not isinstance(bleu.get("tokenized_signature"), str):
+            return False
+        case = "case:lc" in bleu["tokenized_signature"].split("|")
+        return (case == wanted["lowercase"]
+                and bleu.get("compound_split") == wanted["compound_split"]
+                and bleu.get("detok_lang", wanted["detok_lang"]) == wanted["detok_lang"])
+
+    def analysed_as_configured(self, record: dict, cell: Cell) -> bool:
+        """A bootstrap record resampled as many times, and scored as, the config says now."""
+        wanted = self.scoring(cell)
+        return (record.get("samples") == self.plan.config["analysis"]["bootstrap_samples"]
+                and record.get("lowercase") == wanted["lowercase"]
+                and record.get("compound_split") == wanted["compound_split"]
+                and record.get("detok_lang", wanted["detok_lang"]) == wanted["detok_lang"])
+
+    def timed_as_configured(self, record: dict) -> bool:
+        """A latency record timed on as many sentences, and its throughput measured at the
+        batch size, as `analysis` says now."""
+        analysis = self.plan.config["analysis"]
+        return (record.get("sentences") == analysis["latency_sentences"]
+                and record.get("throughput_batch_size", analysis.get("throughput_batch", 64))
+                == analysis.get("throughput_batch", 64))
 
     def made_from_hypotheses(self, record: dict, cell: Cell, seed: int, split: str) -> bool:
         """Is `record`, made from a split's hypotheses and reference and naming them (`hyp`,

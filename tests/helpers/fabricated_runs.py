@@ -247,9 +247,15 @@ def fabricate(plan: Plan, results: Path,
         tag = rest.split(".", 1)[0] if kind != "latency" else split
         experiment = owners[(run, tag)]
         numbers = NUMBERS[experiment][seed]
+        spec = plan.config["datasets"][match["dataset"]]  # scored as the config scores it
+        scoring = {"lowercase": spec["lowercase"], "detok_lang": spec["detok_lang"],
+                   "compound_split": bool(spec.get("compound_split"))}
         if kind == "metrics":
-            write(path, metrics(split, numbers) | {"hyp": _hyp(run, tag, seed, split),
-                                                   "decode": plan.decode_for_tag(tag).record()})
+            record = metrics(split, numbers) | {"hyp": _hyp(run, tag, seed, split),
+                                                "decode": plan.decode_for_tag(tag).record()}
+            record["bleu"] |= {"compound_split": scoring["compound_split"],
+                               "detok_lang": scoring["detok_lang"]}
+            write(path, record)
         elif kind == "latency":  # latency.TAG.json, or latency.TAG.vs.BASELINE.BTAG.json
             own = numbers["latency"]
             record = {"latency_ms": {"median": own, "p90": own + 1}, "sentences": 100,
@@ -265,7 +271,7 @@ def fabricate(plan: Plan, results: Path,
             _, _, _, brun, btag, _ = rest.split(".")
             write(path, {"significance": verdicts.get((experiment, seed), "better"),
                          "samples": 1000, "hyps": [_hyp(run, tag, seed, split),
-                                                   _hyp(brun, btag, seed, split)]})
+                                                   _hyp(brun, btag, seed, split)], **scoring})
         elif kind == "buckets":  # and the decoding record of the hypotheses it bucketed
             write(path, {"cutoffs": [8, 16], "buckets": [
                 {"bucket": label, "sentences": 0 if bleu is None else 3, "bleu": bleu}

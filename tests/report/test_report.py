@@ -289,6 +289,51 @@ def test_a_run_trained_by_hand_on_other_files_is_left_out(tmp_path: Path, papers
     assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
 
 
+# (how a record of trm-big seed 1 was made otherwise than the config says now, the column
+# whose number it leaves out); the fabricated records are scored as the config scores
+SCORED_OTHERWISE = {
+    "BLEU of lowercased text": (
+        "metrics", lambda r: r["bleu"].update(
+            tokenized_signature=r["bleu"]["tokenized_signature"].replace("case:mixed",
+                                                                         "case:lc")), "BLEU"),
+    "BLEU without compound splitting": (
+        "metrics", lambda r: r["bleu"].update(compound_split=False), "BLEU"),
+    "sacreBLEU after another language's detokenizer": (
+        "metrics", lambda r: r["bleu"].update(detok_lang="en"), "sacreBLEU"),
+    "latency timed on other sentences": (
+        "latency", lambda r: r.update(sentences=5), "Latency"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCORED_OTHERWISE))
+def test_a_number_scored_otherwise_than_the_config_says_is_left_out(tmp_path: Path,
+                                                                    papers: Path, case: str):
+    """Scores record how they were scored (case in the signature, compound splitting, the
+    detokenizer's language) and latencies how they were timed: a config that now scores or
+    times otherwise does not show them (report by hand; the workflow scores again)."""
+    kind, change, column = SCORED_OTHERWISE[case]
+    plan = setup(tmp_path, papers, [1])
+    for path in (tmp_path / BIG1).glob(f"{kind}.*.json"):
+        record = json.loads(path.read_text())
+        change(record)
+        path.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])[column].startswith("missing"), text
+
+
+def test_no_mark_from_a_bootstrap_scored_otherwise(tmp_path: Path, papers: Path) -> None:
+    """A significance mark resampled BLEU of lowercased text, where the config no longer
+    lowercases: the mark is left out and listed."""
+    plan = setup(tmp_path, papers, [1])
+    for path in (tmp_path / BIG1).glob("bootstrap.test.*.json"):
+        record = json.loads(path.read_text())
+        record["lowercase"] = True
+        path.write_text(json.dumps(record))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
+
+
 def test_no_mark_from_a_bootstrap_of_other_resamples(tmp_path: Path, papers: Path) -> None:
     """analysis.bootstrap_samples changed since the marks were computed: they are left out
     until the workflow computes them again."""
