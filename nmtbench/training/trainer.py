@@ -66,6 +66,14 @@ def trained_out(tc: TrainConfig, epoch: int, step: int) -> bool:
     return epoch > tc.max_epochs or bool(tc.max_updates and step >= tc.max_updates)
 
 
+def stopped(tc: TrainConfig, epoch: int, step: int, without_improvement: int) -> bool:
+    """Whether training is over at an epoch's end (or about to start `epoch`, resumed): trained
+    out, or `patience` validations without improvement (a run that stopped so, resumed,
+    stays stopped, as it would have uninterrupted)."""
+    return trained_out(tc, epoch, step) or bool(tc.patience and
+                                                  without_improvement >= tc.patience)
+
+
 def warm_start(model: Model, name: str, path: str, take_into: tuple[str, str],
                *tokenizers: Any) -> WarmStart:
     """Initialise (part of) `model` from another run's checkpoint `path` (its weights under
@@ -134,7 +142,8 @@ class Trainer:
             len(self._batches()) / self.per_update)
         self.updater = Updater(self.model, self.synced, self.groups, self.optimizer, self.world,
                                self.device, self.tc, self.total_updates)
-        self.step, self.epoch, self.offset = 0, 1, 0  # offset: batches done in current epoch
+        # offset: batches done in the current epoch; cut: the last one ended by max_updates
+        self.step, self.epoch, self.offset, self.cut = 0, 1, 0, False
         self.best_valid, self.epochs_without_improvement, self.seconds = math.inf, 0, 0.0
         self.saved_step: int | None = None  # the update `last.pt` holds (None: none saved yet)
 
@@ -144,7 +153,7 @@ class Trainer:
                 "step": self.step, "epoch": self.epoch, "offset": self.offset,
                 "world_size": self.world.size, "best_valid": self.best_valid,
                 "seconds": self.seconds, "total_updates": self.total_updates,
-                "epochs_without_improvement": self.epochs_without_improvement,
+                "epochs_without_improvement": self.epochs_without_improvement, "cut": self.cut,
                 **self.updater.state(), **distributed.rng_state(),
                 "config": json.dumps(self.cfg, sort_keys=True), "inputs": self.inputs_digest}
 
@@ -156,6 +165,7 @@ class Trainer:
         for key in ("step", "epoch", "offset", "best_valid", "seconds",
                     "epochs_without_improvement"):
             setattr(self, key, state[key])
+        self.cut = state.get("cut", False)  # not recorded before it was checked
         self.updater.restore(state)
         self.saved_step = self.step
         distributed.restore_rng(state, self.world, self.tc.seed, self.step)
@@ -208,8 +218,7 @@ class Trainer:
                 self.files.save_epoch(finished_epoch, self._state(), improved,
                                       self.tc.keep_last_epochs)
         self.saved_step = self.step  # every process: each names it if training diverges
-        return (trained_out(self.tc, self.epoch, self.step)
-                or bool(self.tc.patience and self.epochs_without_improvement >= self.tc.patience))
+        return stopped(self.tc, self.epoch, self.step, self.epochs_without_improvement)
 
     def _batches(self, shuffle_seed: int | None = None) -> list[list[int]]:
         return self.train_data.batches(self.tc.max_tokens, shuffle_seed,
@@ -257,7 +266,7 @@ class Trainer:
             write_json(self.files.config_path, {"experiment": self.cfg,
                                                 "paths": self.paths.as_record(),
                                                 "inputs": self.inputs_digest})
-        done = trained_out(self.tc, self.epoch, self.step)
+        done = stopped(self.tc, self.epoch, self.step, self.epochs_without_improvement)
         per_update = self.per_update
         with tqdm(total=self.total_updates, initial=self.step, desc=f"train {self.run_dir}",
                   unit="step", mininterval=5, disable=None if self.world.is_main else True) as bar:
@@ -280,6 +289,7 @@ class Trainer:
                         self.saved_step = self.step
                     if trained_out(self.tc, self.epoch, self.step):
                         break
+                self.cut = self.offset < len(batches)  # by max_updates, inside the epoch
                 done = self._end_epoch()
         summary = {"steps": self.step, "epochs": self.epoch - 1, "seconds": round(self.seconds, 2),
                    "best_valid_loss": self.best_valid, "device": self.device.type,

@@ -25,12 +25,15 @@ class TrainConfig:
 
 
 STOPPING = ("max_epochs", "max_updates", "patience", "divergence_factor")
+# how often a run logs and saves last.pt: neither changes what it learns
+BOOKKEEPING = ("log_interval", "save_interval_updates")
 
 
 def resumable(cfg: dict[str, Any]) -> dict[str, Any]:
     """The settings a checkpoint must share with the run that loads it (resuming it, or
-    decoding with it): all but when to stop (`resume_refusal` judges those)."""
-    return {k: v for k, v in cfg.items() if k not in STOPPING}
+    decoding with it): all but when to stop (`resume_refusal` judges those) and how often
+    it logs and saves."""
+    return {k: v for k, v in cfg.items() if k not in (*STOPPING, *BOOKKEEPING)}
 
 
 def _off_is_never(value: float) -> float:
@@ -42,7 +45,9 @@ def resume_refusal(saved: dict[str, Any], state: dict[str, Any], cfg: dict[str, 
     """Why resuming a checkpoint (`state`, trained with `saved`) under `cfg` would not end as
     an uninterrupted run of `cfg` does, or None: its schedule read the run's planned length
     and `cfg` plans another (`Progress.read_total`; a linear decay always does), it is past
-    where `cfg` stops, or `cfg` stops on a patience or divergence it might have met earlier.
+    where `cfg` stops, it was cut inside an epoch by `max_updates` where `cfg` trains on (an
+    uninterrupted run would not have validated there), or `cfg` stops on a patience or
+    divergence it might have met earlier.
     Raising `max_epochs` of an inverse-square-root run trains on from where it ended."""
     old, new = TrainConfig.from_dict(saved), TrainConfig.from_dict(cfg)
     planned = state.get("total_updates")  # None: saved before it was recorded
@@ -56,6 +61,9 @@ def resume_refusal(saved: dict[str, Any], state: dict[str, Any], cfg: dict[str, 
             or (epoch > new.max_epochs and offset > 0)):
         return (f"it has trained {step} updates into epoch {epoch}, past where this config "
                 "stops")
+    if state.get("cut") and new.max_updates != step:
+        return (f"max_updates ended it inside epoch {epoch - 1}, after {step} updates, and "
+                "validated there; this config trains on, through the rest of that epoch")
     for key in ("patience", "divergence_factor"):
         if _off_is_never(getattr(new, key)) < _off_is_never(getattr(old, key)):
             return (f"this config's {key} {getattr(new, key)} may have stopped it earlier "

@@ -253,3 +253,50 @@ def test_a_run_is_not_trained_into_a_directory_of_other_files(toy_paths, tmp_pat
                        "directory holds; write to a new directory$"):
         Trainer(bert, {**CFG, "max_epochs": 1}, toy_paths, device="cpu")
     assert sorted(p.name for p in bert.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_a_run_stopped_by_its_patience_stays_stopped_when_resumed(toy_paths, tmp_path):
+    """A run its patience stopped is a finished run: rerunning its train job, or raising
+    max_epochs, trains no further (an uninterrupted run would have stopped there too)."""
+    torch.set_num_threads(1)
+    # a rate so high that the validation loss gets worse after the first epoch
+    cfg = {**CFG, "patience": 1, "max_epochs": 6, "lr": 1.0, "divergence_factor": 0}
+    run = tmp_path / "run"
+    first = Trainer(run, cfg, toy_paths, device="cpu").run()
+    assert first["epochs"] < cfg["max_epochs"]  # the patience stopped it
+    for again in (cfg, {**cfg, "max_epochs": 7}):
+        assert Trainer(run, again, toy_paths, device="cpu").run()["steps"] == first["steps"]
+
+
+def test_a_run_cut_inside_an_epoch_by_max_updates_does_not_resume_past_it(toy_paths, tmp_path,
+                                                                          capsys):
+    """max_updates ended a run inside an epoch (and it validated there): resumed with the
+    same cap it is finished; with a higher cap, or none, resuming would skip the rest of that
+    epoch, unlike an uninterrupted run, so it is refused with the advice to train again."""
+    torch.set_num_threads(1)
+    probe = Trainer(tmp_path / "probe", CFG, toy_paths, device="cpu")
+    per_epoch = len(probe.train_data.batches(CFG["max_tokens"]))
+    cap = per_epoch + per_epoch // 2  # inside epoch 2
+    run = tmp_path / "run"
+    cut = Trainer(run, {**CFG, "max_updates": cap}, toy_paths, device="cpu").run()
+    assert cut["steps"] == cap
+    assert Trainer(run, {**CFG, "max_updates": cap}, toy_paths, "cpu").run()["steps"] == cap
+    for more in (cap + 2, 0):
+        with pytest.raises(InputError, match=r"cannot resume as this config's run: max_updates "
+                                             rf"ended it inside epoch 2, after {cap} updates"):
+            Trainer(run, {**CFG, "max_updates": more}, toy_paths, device="cpu").run()
+
+
+def test_logging_and_saving_more_often_resumes(toy_paths, tmp_path):
+    """How often a run logs and saves last.pt changes nothing it learns: a finished run given
+    more epochs with other intervals trains on, to the weights of an uninterrupted run."""
+    torch.set_num_threads(1)
+    straight = Trainer(tmp_path / "straight", {**CFG, "max_epochs": 2}, toy_paths, "cpu")
+    straight.run()
+    run = tmp_path / "run"
+    Trainer(run, {**CFG, "max_epochs": 1}, toy_paths, device="cpu").run()
+    more = {**CFG, "max_epochs": 2, "log_interval": 3, "save_interval_updates": 5}
+    resumed = Trainer(run, more, toy_paths, device="cpu")
+    assert resumed.run()["steps"] == straight.step
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
