@@ -58,6 +58,16 @@ def json_object(text: str, option: str) -> dict[str, Any]:
 
 
 POSITIVE, NON_NEGATIVE = at_least(1), at_least(0)
+
+
+def seed(text: str) -> int:
+    """An argparse type: a seed numpy and torch take (config/schema.yaml's $defs.seed range)."""
+    value = NON_NEGATIVE(text)
+    if value > 2 ** 32 - 1:
+        raise argparse.ArgumentTypeError(f"{value} is more than 4294967295")
+    return value
+
+
 # Fewer resamples give no p-value below 0.05 to trust (config/schema.yaml has the same minimum)
 BOOTSTRAP_SAMPLES = at_least(10)
 
@@ -70,10 +80,17 @@ def _threads(n: int | None) -> None:
         torch.set_num_threads(max(1, n // int(os.environ.get("WORLD_SIZE", "1"))))
 
 
+TOY_SPLITS = ("train", "valid", "test", "test-official", "mono")  # what `generate` writes
+
+
 def cmd_toyworld(args: argparse.Namespace) -> None:
     from nmtbench.data.toyworld import WorldConfig, generate
+    from nmtbench.fileio import refuse_foreign
     from nmtbench.workflow.config import check_world
 
+    # a directory holding anything else (a run's, a checkpoint's) is not a toy world's
+    refuse_foreign(args.out, [f"{split}.{side}" for split in TOY_SPLITS
+                              for side in ("src", "tgt")], "toy world")
     world = json_object(args.world, "--world") if args.world else {}
     names = ("train_pairs", "valid_pairs", "test_pairs", "mono_sentences")
     if missing := [k for k in names if k not in world]:
@@ -330,7 +347,7 @@ def _bootstrap_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--samples", type=BOOTSTRAP_SAMPLES, default=1000,
                    help="resamples (at least 10, as config key analysis.bootstrap_samples)")
-    s.add_argument("--seed", type=NON_NEGATIVE, default=1)
+    s.add_argument("--seed", type=seed, default=1)
     s.add_argument("--lowercase", action="store_true")
     s.add_argument("--score", choices=BOOTSTRAP_SCORES, default="bleu",
                    help="what each resample scores (default: tokenized BLEU)")

@@ -25,6 +25,12 @@ PRETRAINED = CHECKPOINT_CONFIG.format(directory=PRETRAINED_DIR)
 PRETRAIN_SUMMARY_NAME = "pretrain_summary.json"
 PRETRAIN_SUMMARY = PRETRAINED_DIR + "/" + PRETRAIN_SUMMARY_NAME
 TRIM_SUMMARY_NAME = "trim_summary.json"  # beside a trimmed checkpoint
+# what a pre-training writes and a trained WordPiece holds: their rules declare these files, so
+# that one deleted by hand is made again. Not the pre-training's summary: the command replaces
+# a directory that holds it (an earlier output of its own), and Snakemake deletes a job's
+# declared outputs before it runs (a GPT-2's generation_config.json would be left alone)
+PRETRAINED_FILES = ("model.safetensors", "tokenizer.json", "tokenizer_config.json")
+TOKENIZER_FILES = ("tokenizer.json",)
 
 # --- one training run ------------------------------------------------------------------------
 RUNS = "results/runs"

@@ -25,16 +25,17 @@ from nmtbench.workflow.run_inputs.parent_weights import ParentWeights
 def side_vocab(plan: Plan, dataset: str, side: str,
                checkpoint: str | PretrainedConfig | None = None) -> Vocab:
     """A side's vocabulary ("src", "tgt", or "joint", both sides'): the checkpoint's (given, or
-    the dataset's for that side), else the WordPiece trained for the dataset when it exists on
-    disk, else its configured size."""
+    the dataset's for that side), else the WordPiece trained for the dataset when it is on
+    disk whole, else its configured size."""
     spec = plan.config["datasets"][dataset]
     checkpoint = checkpoint or spec.get("checkpoints", {}).get(side)  # "joint" has none
     if checkpoint is not None:
         return Vocab(size=model_config(checkpoint).vocab_size, pad=0, bos=1, eos=2, unk=3,
                      mask=4)
-    trained = Path("data") / dataset / "tokenizer" / side
-    if (trained / "tokenizer_config.json").is_file():
-        return vocab_of(load_tokenizer(trained))
+    trained = Path(layout.TOKENIZER_DIR.format(dataset=dataset, side=side))
+    if all((trained / name).is_file() for name in (Path(layout.TOKENIZER).name,
+                                                   *layout.TOKENIZER_FILES)):
+        return vocab_of(load_tokenizer(trained))  # complete: else the workflow makes it again
     return Vocab(size=spec["vocab_size"][side], pad=0, bos=1, eos=2, unk=3, mask=4)
 
 

@@ -79,9 +79,13 @@ def model_config(name_or_dir: str | PretrainedConfig) -> PretrainedConfig:
 
 def architecture(cfg: PretrainConfig, vocab: Vocab) -> PretrainedConfig:
     """The Hugging Face config of the model toy-world pre-training (`cfg`) makes over
-    `vocab`: the architecture of a checkpoint the DAG pre-trains."""
+    `vocab`: the architecture of a checkpoint the DAG pre-trains (one line where no model of
+    that architecture can be built)."""
     from transformers import BertConfig, GPT2Config
 
+    if cfg.d_model % cfg.n_heads:
+        raise InputError(f"a {cfg.model} of d_model {cfg.d_model} cannot have {cfg.n_heads} "
+                         "attention heads: d_model must be a multiple of n_heads")
     if cfg.model == "bert":
         return BertConfig(vocab_size=vocab.size, hidden_size=cfg.d_model,
                           num_hidden_layers=cfg.layers, num_attention_heads=cfg.n_heads,
@@ -106,8 +110,14 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
     from transformers import AutoModel, AutoModelForMaskedLM
 
     auto = AutoModelForMaskedLM if masked_lm else AutoModel
-    if not weights:
-        return auto.from_config(model_config(name_or_dir), **kwargs)
+    if not weights:  # another kind of model than a role takes (a GPT-2 as a BERT): one line
+        config = model_config(name_or_dir)
+        try:
+            return auto.from_config(config, **kwargs)
+        except (ValueError, TypeError) as err:
+            reason = one_line(err).split(". Model type should be")[0]  # not the whole list
+            raise InputError(f"checkpoint {_named(name_or_dir)}: a {config.model_type} model, "
+                             f"which this role cannot take ({reason})") from None
     path = Path(name_or_dir)
     if not (path / layout.HF_CONFIG_NAME).is_file():
         raise InputError(f"checkpoint {name_or_dir!r} is not on disk; snapshot it first "
@@ -121,8 +131,13 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
     try:
         return auto.from_pretrained(str(path), local_files_only=True, use_safetensors=True,
                                     **kwargs)
-    except (OSError, ValueError, SafetensorError) as err:
+    except (OSError, ValueError, TypeError, SafetensorError) as err:
         raise InputError(f"checkpoint {name_or_dir!r}: {one_line(err)}") from None
+
+
+def _named(name_or_dir: str | PretrainedConfig) -> str:
+    """A checkpoint for a message: its name or directory, or the architecture it stands for."""
+    return repr(str(name_or_dir)) if isinstance(name_or_dir, str | Path) else "(one the DAG makes)"
 
 
 def check_vocab(size: int, bert: nn.Module, side: str) -> None:

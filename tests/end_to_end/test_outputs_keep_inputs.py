@@ -217,3 +217,25 @@ def test_a_directory_holding_another_commands_files_is_not_written_into(world, c
     assert capsys.readouterr().err == (f"error: {bert}: it holds config.json, which no "
                                        "vocabulary's directory holds; write to a new directory\n")
     assert contents(world) == before
+
+
+def test_a_toy_world_is_not_written_into_a_run_or_a_checkpoint(world, capsys):
+    """`toyworld --out` into a directory holding anything but a toy world's corpora (a run's
+    records, a checkpoint) is refused, and the directory left as it was."""
+    sizes = '{"train_pairs": 5, "valid_pairs": 2, "test_pairs": 2, "mono_sentences": 5}'
+    for directory, holds in ((world / RUN, "checkpoints"), (world / "pretrained" / "bert",
+                                                            "config.json")):
+        before = contents(world)
+        assert cli.main(["toyworld", "--out", str(directory), "--world", sizes]) == 2
+        assert capsys.readouterr().err == (f"error: {directory}: it holds {holds}, which no toy "
+                                           "world holds; write to a new directory\n")
+        assert contents(world) == before
+
+
+def test_a_seed_numpy_cannot_take_is_one_line(world, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bootstrap", "--hyp", str(world / "hyp"), "--baseline", str(world / "hyp"),
+                  "--ref", str(world / "ref"), "--out", str(world / "b.json"),
+                  "--seed", str(2 ** 64)])
+    assert "argument --seed: 18446744073709551616 is more than 4294967295" in (
+        capsys.readouterr().err)

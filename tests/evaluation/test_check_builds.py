@@ -51,6 +51,11 @@ BAD = {
         "abnet", {"encoder_adapter_layers": [7]}, "encoder_adapter_layers [7]"),
     "freezing below more layers than the BERT has": (
         "bert-init", {"freeze_bert": "below-top-5"}, "the model has only 1 layers"),
+    # a checkpoint of another kind than the role loads: transformers' error, in one line
+    "a GPT-2 where a masked-LM BERT is read": (
+        "abnet", {"tgt_bert": "toy-gpt2-tgt"}, "a gpt2 model, which this role cannot take"),
+    "a GPT-2 as a BERT encoder": (
+        "bert-init", {"src_bert": "toy-gpt2-src"}, "a gpt2 model, which this role cannot take"),
     "decoder distillation without a target BERT": (
         "ctnmt", {"distillation": True, "distill_side": "decoder", "tgt_bert": None},
         "distill_side decoder needs `tgt_bert`"),
@@ -165,3 +170,13 @@ def test_the_paper_config_warm_starts_every_run_from_a_parent_it_fits():
     plan = default_plan(ROOT / "config" / "paper.yaml")
     built, left = check_builds(plan)
     assert built == len(plan.trained_runs()) - len(left) and built > 100
+
+
+def test_a_pretraining_no_model_can_have_is_one_line(tmp_path):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"pretraining": {"toy-bert-src": {"d_model": 30,
+                                                                      "n_heads": 4}}}))
+    with pytest.raises(InputError) as err:
+        check_builds(smoke_plan(extra))
+    assert str(err.value).endswith("a bert of d_model 30 cannot have 4 attention heads: "
+                                   "d_model must be a multiple of n_heads")

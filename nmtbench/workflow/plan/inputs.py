@@ -40,6 +40,24 @@ class RunInputPlanning:
                            for name, given in self.run_inputs(dataset, run).items()}
         return paths
 
+    def trained_summaries(self) -> list[str]:
+        """The train_summary.json of every run the requested items read, however deep, at the
+        seeds they read it (a parent's `seed_offset` on): rule all asks for them, so that one
+        deleted by hand is made again (Snakemake remakes a missing file only where something
+        asks for it, not below outputs that are up to date)."""
+        todo = [(c.dataset, str(c.run), seed) for c in self.cells() if c.run is not None
+                for seed in self.seeds]
+        found: set[tuple[str, str, int]] = set()
+        while todo:
+            dataset, run, seed = todo.pop()
+            if (dataset, run, seed) not in found:
+                found.add((dataset, run, seed))
+                todo += [(given.cell.dataset, str(given.cell.run), seed + given.seed_offset)
+                         for given in self.run_inputs(dataset, run).values()
+                         if given.cell is not None]
+        return sorted(layout.TRAIN_SUMMARY.format(dataset=d, run=r, seed=s)
+                      for d, r, s in found)
+
     def trained_runs(self) -> list[tuple[str, str]]:
         """Every (dataset, run) the DAG trains: the requested tables' and figures' runs and
         each run they load or learn from, however deep."""
