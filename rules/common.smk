@@ -236,12 +236,25 @@ def trimmed_spec(wildcards):
 
 
 def pretrained_outputs():
-    return [checkpoint_marker(name) for name in PLAN.pretrained_targets()]
+    """Every file of the checkpoints pre-trained in the DAG (the rule declares them all)."""
+    return [f"{layout.PRETRAINED_DIR.format(pretrained=name)}/{file}"
+            for name in PLAN.pretrained_targets()
+            for file in (layout.HF_CONFIG_NAME, *layout.PRETRAINED_FILES)]
 
 
 def final_outputs():
-    return [*PLAN.targets(), *pretrained_outputs(), layout.TABLES, layout.CLAIMS,
-            *PLAN.figure_outputs()]
+    """What rule all asks for: the report and what it reads, and every run's training and
+    vocabularies (a summary or tokenizer deleted by hand is made again)."""
+    tokenizers = {os.path.dirname(marker) for dataset, run in PLAN.trained_runs()
+                  for side in ("src", "tgt")
+                  for marker in [run_tokenizer(dataset, run, side)]
+                  if marker.endswith(os.path.basename(layout.TOKENIZER))}  # trained on data
+    summaries = PLAN.trained_summaries()
+    return [*PLAN.targets(), *pretrained_outputs(), *summaries,
+            *[os.path.join(os.path.dirname(s), layout.RUN_CONFIG_NAME) for s in summaries],
+            *[os.path.join(d, name) for d in sorted(tokenizers)
+              for name in (os.path.basename(layout.TOKENIZER), *layout.TOKENIZER_FILES)],
+            layout.TABLES, layout.CLAIMS, *PLAN.figure_outputs()]
 
 
 def train_inputs(wildcards):

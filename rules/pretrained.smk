@@ -25,6 +25,7 @@ rule pretrain:
                                                     side=pretraining_spec(w)["side"]),
     output:
         layout.PRETRAINED,
+        [f"{layout.PRETRAINED_DIR}/{name}" for name in layout.PRETRAINED_FILES],
     params:
         out=lambda w, output: os.path.dirname(output[0]),
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),

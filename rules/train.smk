@@ -1,6 +1,7 @@
 # Training: one run per (dataset, run, seed); resumes from checkpoints/last.pt if killed.
 # A job given several GPUs (resources: gpu) trains data-parallel, one torchrun process per GPU.
-# Only train_summary.json (written last) is declared, so a killed run is never taken as done.
+# Only train_summary.json (written last) and config.json are declared, so a killed run is never
+# taken as done, and a record deleted by hand is made again (resuming: no update).
 
 
 rule train:
@@ -8,6 +9,7 @@ rule train:
         unpack(train_inputs),
     output:
         layout.TRAIN_SUMMARY,
+        layout.RUN_CONFIG,  # declared so that one deleted by hand is made again
     params:
         run_dir=lambda w, output: os.path.dirname(output[0]),
         experiment=experiment_json,

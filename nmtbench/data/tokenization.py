@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmtbench.errors import InputError, one_line
-from nmtbench.fileio import read_lines, refuse_foreign
+from nmtbench.fileio import atomic_directory, read_lines, refuse_foreign
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
     from transformers import PreTrainedTokenizerBase
@@ -78,8 +78,9 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
                   show_progress=False)
     tokenizer = BertTokenizer(vocab=trainer.get_vocab(), do_lower_case=lowercase,
                               strip_accents=False)
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(str(out_dir))
+    # whole or not at all: a vocabulary cut short (a full disk) is never taken for one
+    with atomic_directory(out_dir, "tokenizer_config.json") as tmp:
+        tokenizer.save_pretrained(str(tmp))
 
 
 def load_tokenizer(name_or_dir: str | Path, target: bool = False) -> PreTrainedTokenizerBase:
