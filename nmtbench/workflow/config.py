@@ -285,7 +285,19 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
                 checkpoint_dir(name, config.get("pretraining"))
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
+        _check_train_pairs(config, plan, dataset, run)
     _check_averaging(plan)
+
+
+def _check_train_pairs(config: dict[str, Any], plan: Plan, dataset: str, run: str) -> None:
+    """A data-size run (`train_pairs`) on a toy world asks for at most the pairs it has: more
+    would silently train on all of them, a row no other than the full data's."""
+    world = config["datasets"][dataset].get("world")
+    wanted = plan.train_settings(dataset, run).get("train_pairs")
+    if world is not None and wanted is not None and wanted > world["train_pairs"]:
+        raise InputError(f"run {dataset}/{run}: train_pairs {wanted} is more than the "
+                         f"{world['train_pairs']} training pairs of its toy world (config key "
+                         f"'datasets.{dataset}.world.train_pairs')")
 
 
 def _check_averaging(plan: Plan) -> None:

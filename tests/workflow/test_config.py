@@ -251,6 +251,11 @@ def _experiment(c, **settings):
      "a local directory"),
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(vocabulary="../x"),
      "run toy/bertkd-kd-deen, vocabulary (src): checkpoint directory '../x' does not exist"),
+    # a data-size row asking for more pairs than the world has: it would train on all of them
+    (lambda c: c["datasets"]["toy"]["overrides"].update(
+        {"transformer-tiny-500": {"train_pairs": 100000}}),
+     "run toy/transformer-tiny-500: train_pairs 100000 is more than the 2000 training pairs of "
+     "its toy world (config key 'datasets.toy.world.train_pairs')"),
     # more back-translations than the toy world's monolingual text: found in a job otherwise
     (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=20000),
      "experiment 'abnet-bt-mask-predict-2m' on dataset 'toy': bt_sentences 24000 is more than "
