@@ -252,8 +252,8 @@ def _experiment(c, **settings):
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(vocabulary="../x"),
      "run toy/bertkd-kd-deen, vocabulary (src): checkpoint directory '../x' does not exist"),
     # a data-size row asking for more pairs than the world has: it would train on all of them
-    (lambda c: c["datasets"]["toy"]["overrides"].update(
-        {"transformer-tiny-500": {"train_pairs": 100000}}),
+    (lambda c: (c.update(tables=["toyworld.table1"]), c["datasets"]["toy"]["overrides"].update(
+        {"transformer-tiny-500": {"train_pairs": 100000}})),
      "run toy/transformer-tiny-500: train_pairs 100000 is more than the 2000 training pairs of "
      "its toy world (config key 'datasets.toy.world.train_pairs')"),
     # more back-translations than the toy world's monolingual text: found in a job otherwise
