@@ -243,7 +243,7 @@ def pretrained_outputs():
 
 
 def final_outputs():
-    """What rule all asks for: the report and what it reads, and every run's training and
+    """The final targets: the report and what it reads, and every run's training and
     vocabularies (a summary or tokenizer deleted by hand is made again)."""
     tokenizers = {os.path.dirname(marker) for dataset, run in PLAN.trained_runs()
                   for side in ("src", "tgt")

@@ -48,7 +48,7 @@ class Results:
         if METRICS[metric].source == "latency" and "baseline" in data:
             made_from.append((data["baseline"], baseline))
         scores = split if METRICS[metric].source == "metrics" else None
-        timed = METRICS[metric].source != "latency" or self.timed_as_configured(data)
+        timed = METRICS[metric].source != "latency" or timed_as_configured(self.plan.config, data)
         if not timed or not all(self.current(record, c, seed, scores) for record, c in made_from):
             self.stale.add(path)
             return None
@@ -69,7 +69,7 @@ class Results:
                       for c in (cell, baseline)]
             if (not all(s is not None and self.current(s, c, seed, split) for s, c in scored)
                     or data.get("hyps") != [s.get("hyp") for s, _ in scored]
-                    or not self.analysed_as_configured(data, cell)):
+                    or not analysed_as_configured(self.plan.config, data, cell.dataset)):
                 self.stale.add(path)  # it compared hypotheses the table does not show, or
                 return ""  # resampled or scored otherwise than the config asks now
             verdicts.append(data.get("significance"))
@@ -93,45 +93,9 @@ class Results:
             if not self._decoded_as_tagged(decoding, cell) or not self._unchanged(
                     cell, seed, split, record.get("hyp"), record.get("ref"), decoding.get("src")):
                 return False  # decoded, scored or prepared again since, or it does not say
-            if not self.scored_as_configured(record.get("bleu"), cell):
+            if not scored_as_configured(self.plan.config, record.get("bleu"), cell.dataset):
                 return False  # scored with another case, compound splitting or detokenizer
         return self.run_current(cell, seed)
-
-    def scoring(self, cell: Cell) -> dict[str, Any]:
-        """How the config scores the cell's dataset: case, compound splitting, the language
-        of the detokenizer before sacreBLEU (rules/evaluate.smk passes them)."""
-        spec = self.plan.config["datasets"][cell.dataset]
-        return {"lowercase": bool(spec["lowercase"]),
-                "compound_split": bool(spec.get("compound_split")),
-                "detok_lang": spec["detok_lang"]}
-
-    def scored_as_configured(self, bleu: Any, cell: Cell) -> bool:
-        """A metrics record's BLEU (`bleu`: its case is in the signature; compound splitting
-        and the detokenizer's language beside it, the latter since scores record it) was
-        scored as the config scores the cell's dataset now."""
-        wanted = self.scoring(cell)
-        if not isinstance(bleu, dict) or not isinstance(bleu.get("tokenized_signature"), str):
-            return False
-        case = "case:lc" in bleu["tokenized_signature"].split("|")
-        return (case == wanted["lowercase"]
-                and bleu.get("compound_split") == wanted["compound_split"]
-                and bleu.get("detok_lang", wanted["detok_lang"]) == wanted["detok_lang"])
-
-    def analysed_as_configured(self, record: dict, cell: Cell) -> bool:
-        """A bootstrap record resampled as many times, and scored as, the config says now."""
-        wanted = self.scoring(cell)
-        return (record.get("samples") == self.plan.config["analysis"]["bootstrap_samples"]
-                and record.get("lowercase") == wanted["lowercase"]
-                and record.get("compound_split") == wanted["compound_split"]
-                and record.get("detok_lang", wanted["detok_lang"]) == wanted["detok_lang"])
-
-    def timed_as_configured(self, record: dict) -> bool:
-        """A latency record timed on as many sentences, and its throughput measured at the
-        batch size, as `analysis` says now."""
-        analysis = self.plan.config["analysis"]
-        return (record.get("sentences") == analysis["latency_sentences"]
-                and record.get("throughput_batch_size", analysis.get("throughput_batch", 64))
-                == analysis.get("throughput_batch", 64))
 
     def made_from_hypotheses(self, record: dict, cell: Cell, seed: int, split: str) -> bool:
         """Is `record`, made from a split's hypotheses and reference and naming them (`hyp`,
@@ -222,6 +186,46 @@ class Results:
         if path not in self._digests:
             self._digests[path] = provenance.path_digest(path)
         return self._digests[path]
+
+
+def scoring(config: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """How the config scores a dataset: case, compound splitting, the language of the
+    detokenizer before sacreBLEU (rules/evaluate.smk passes them)."""
+    spec = config["datasets"][dataset]
+    return {"lowercase": bool(spec["lowercase"]),
+            "compound_split": bool(spec.get("compound_split")),
+            "detok_lang": spec["detok_lang"]}
+
+
+def scored_as_configured(config: dict[str, Any], bleu: Any, dataset: str) -> bool:
+    """A metrics record's BLEU (`bleu`: its case is in the signature; compound splitting and
+    the detokenizer's language beside it, the latter since scores record it) was scored as
+    the config scores the dataset now."""
+    wanted = scoring(config, dataset)
+    if not isinstance(bleu, dict) or not isinstance(bleu.get("tokenized_signature"), str):
+        return False
+    case = "case:lc" in bleu["tokenized_signature"].split("|")
+    return (case == wanted["lowercase"]
+            and bleu.get("compound_split") == wanted["compound_split"]
+            and bleu.get("detok_lang", wanted["detok_lang"]) == wanted["detok_lang"])
+
+
+def analysed_as_configured(config: dict[str, Any], record: dict, dataset: str) -> bool:
+    """A bootstrap record resampled as many times, and scored as, the config says now."""
+    wanted = scoring(config, dataset)
+    return (record.get("samples") == config["analysis"]["bootstrap_samples"]
+            and record.get("lowercase") == wanted["lowercase"]
+            and record.get("compound_split") == wanted["compound_split"]
+            and record.get("detok_lang", wanted["detok_lang"]) == wanted["detok_lang"])
+
+
+def timed_as_configured(config: dict[str, Any], record: dict) -> bool:
+    """A latency record timed on as many sentences, and its throughput measured at the batch
+    size, as `analysis` says now."""
+    analysis = config["analysis"]
+    batch = analysis.get("throughput_batch", 64)
+    return (record.get("sentences") == analysis["latency_sentences"]
+            and record.get("throughput_batch_size", batch) == batch)
 
 
 def _get(data: dict, keys: tuple[str, ...], path: Path, scores: bool = False) -> float:

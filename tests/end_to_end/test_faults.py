@@ -37,7 +37,7 @@ from nmtbench.data.tokenization import train_wordpiece
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory, read_lines, write_text
 from nmtbench.parts import checkpoints
-from nmtbench.provenance import file_digest
+from nmtbench.provenance import file_digest, path_digest
 from nmtbench.report import figures
 from nmtbench.report.results import Results
 from nmtbench.run_paths import RunPaths
@@ -336,7 +336,8 @@ def test_a_checkpoint_that_lost_its_checksum_file_is_refused(run_copy, toy_dir, 
 
 # --- the report shows only numbers made from what is there ----------------------------------
 
-def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path):
+def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path,
+                                                                         monkeypatch):
     """metrics.json scored hypotheses decoded again since, or was made by a training whose
     tokenizer was retrained since: the cell is left out (it was shown as current)."""
     plan = make_plan(make_config([1]), write_papers(tmp_path / "papers"))
@@ -346,15 +347,13 @@ def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path
     results = Results(plan, results_dir)
     metrics = results.path(cell.file(layout.METRICS, 1, split="test"))
     hyp = results.path(cell.file(layout.HYP, 1, split="test"))
-    tokenizer = tmp_path / "tok"
-    tokenizer.mkdir()
+    monkeypatch.chdir(tmp_path)  # the run's paths are the workflow directory's
+    tokenizer = tmp_path / plan.run_paths(cell.dataset, str(cell.run), 1)["tgt_tokenizer"]
+    tokenizer.mkdir(parents=True)
     (tokenizer / "vocab.txt").write_text("a\nb\n")
     summary = results.path(cell.file(layout.TRAIN_SUMMARY, 1))
-    summary.write_text(json.dumps({**SUMMARY, "inputs": {"tgt_tokenizer": file_digest(
-        tokenizer / "vocab.txt")}}))
-    config = json.loads((summary.parent / "config.json").read_text())  # the plan's settings
-    (summary.parent / "config.json").write_text(json.dumps(
-        {**config, "paths": {"tgt_tokenizer": str(tokenizer / "vocab.txt")}}))
+    summary.write_text(json.dumps({**SUMMARY, "inputs": {"tgt_tokenizer": path_digest(
+        tokenizer)}}))
     hyp.write_text("the hypotheses\n")
     record = json.loads(metrics.read_text())
     metrics.write_text(json.dumps({**record, "trained": file_digest(summary),
@@ -373,7 +372,7 @@ def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path
     assert bleu() == 28.0
     (tokenizer / "vocab.txt").write_text("a\nc\n")
     assert bleu() is None
-    (tokenizer / "vocab.txt").unlink()  # a copied results directory without the data
+    shutil.rmtree(tokenizer)  # a copied results directory without the data
     assert bleu() == 28.0
 
 
