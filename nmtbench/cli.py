@@ -522,7 +522,6 @@ def _recipe_arguments(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> None:
-    from nmtbench import layout
     from nmtbench.parts.pretrained import snapshot
 
     out = snapshot(args.name, args.out or layout.PRETRAINED_DIR.format(pretrained=args.name))

@@ -25,12 +25,13 @@ PRETRAINED = CHECKPOINT_CONFIG.format(directory=PRETRAINED_DIR)
 PRETRAIN_SUMMARY_NAME = "pretrain_summary.json"
 PRETRAIN_SUMMARY = PRETRAINED_DIR + "/" + PRETRAIN_SUMMARY_NAME
 TRIM_SUMMARY_NAME = "trim_summary.json"  # beside a trimmed checkpoint
-# what a pre-training writes and a trained WordPiece holds: their rules declare these files, so
-# that one deleted by hand is made again. Not the pre-training's summary: the command replaces
-# a directory that holds it (an earlier output of its own), and Snakemake deletes a job's
+# Every file a pre-training's and a WordPiece's rule declares, its marker first: a file of them
+# deleted by hand is made again. Not the pre-training's summary: the command replaces a
+# directory that holds it (an earlier output of its own), and Snakemake deletes a job's
 # declared outputs before it runs (a GPT-2's generation_config.json would be left alone)
-PRETRAINED_FILES = ("model.safetensors", "tokenizer.json", "tokenizer_config.json")
-TOKENIZER_FILES = ("tokenizer.json",)
+PRETRAINED_OUTPUTS = [PRETRAINED, *(f"{PRETRAINED_DIR}/{name}" for name in (
+    "model.safetensors", "tokenizer.json", "tokenizer_config.json"))]
+TOKENIZER_OUTPUTS = [TOKENIZER, TOKENIZER_DIR + "/tokenizer.json"]
 
 # --- one training run ------------------------------------------------------------------------
 RUNS = "results/runs"

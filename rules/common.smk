@@ -237,23 +237,22 @@ def trimmed_spec(wildcards):
 
 def pretrained_outputs():
     """Every file of the checkpoints pre-trained in the DAG (the rule declares them all)."""
-    return [f"{layout.PRETRAINED_DIR.format(pretrained=name)}/{file}"
-            for name in PLAN.pretrained_targets()
-            for file in (layout.HF_CONFIG_NAME, *layout.PRETRAINED_FILES)]
+    return [path.format(pretrained=name) for name in PLAN.pretrained_targets()
+            for path in layout.PRETRAINED_OUTPUTS]
 
 
 def final_outputs():
     """The final targets: the report and what it reads, and every run's training and
     vocabularies (a summary or tokenizer deleted by hand is made again)."""
-    tokenizers = {os.path.dirname(marker) for dataset, run in PLAN.trained_runs()
-                  for side in ("src", "tgt")
-                  for marker in [run_tokenizer(dataset, run, side)]
-                  if marker.endswith(os.path.basename(layout.TOKENIZER))}  # trained on data
+    vocabularies = [(dataset, PLAN.vocabulary(dataset, run, side))
+                    for dataset, run in PLAN.trained_runs() for side in ("src", "tgt")]
+    tokenizers = {(dataset, side) for dataset, (checkpoint, side) in vocabularies
+                  if checkpoint is None}  # trained on the data (run_tokenizer)
     summaries = PLAN.trained_summaries()
     return [*PLAN.targets(), *pretrained_outputs(), *summaries,
             *[os.path.join(os.path.dirname(s), layout.RUN_CONFIG_NAME) for s in summaries],
-            *[os.path.join(d, name) for d in sorted(tokenizers)
-              for name in (os.path.basename(layout.TOKENIZER), *layout.TOKENIZER_FILES)],
+            *[path.format(dataset=dataset, side=side) for dataset, side in sorted(tokenizers)
+              for path in layout.TOKENIZER_OUTPUTS],
             layout.TABLES, layout.CLAIMS, *PLAN.figure_outputs()]
 
 

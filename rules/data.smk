@@ -142,8 +142,7 @@ rule tokenizer:
     input:
         tokenizer_corpora,
     output:
-        layout.TOKENIZER,
-        [f"{layout.TOKENIZER_DIR}/{name}" for name in layout.TOKENIZER_FILES],
+        layout.TOKENIZER_OUTPUTS,
     params:
         vocab_size=lambda w: dataset_spec(w)["vocab_size"][w.side],
         out=lambda w, output: os.path.dirname(output[0]),

@@ -24,8 +24,7 @@ rule pretrain:
         tokenizer=lambda w: layout.TOKENIZER.format(dataset=pretraining_spec(w)["dataset"],
                                                     side=pretraining_spec(w)["side"]),
     output:
-        layout.PRETRAINED,
-        [f"{layout.PRETRAINED_DIR}/{name}" for name in layout.PRETRAINED_FILES],
+        layout.PRETRAINED_OUTPUTS,
     params:
         out=lambda w, output: os.path.dirname(output[0]),
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),

@@ -32,10 +32,9 @@ def side_vocab(plan: Plan, dataset: str, side: str,
     if checkpoint is not None:
         return Vocab(size=model_config(checkpoint).vocab_size, pad=0, bos=1, eos=2, unk=3,
                      mask=4)
-    trained = Path(layout.TOKENIZER_DIR.format(dataset=dataset, side=side))
-    if all((trained / name).is_file() for name in (Path(layout.TOKENIZER).name,
-                                                   *layout.TOKENIZER_FILES)):
-        return vocab_of(load_tokenizer(trained))  # complete: else the workflow makes it again
+    if all(Path(path.format(dataset=dataset, side=side)).is_file()
+           for path in layout.TOKENIZER_OUTPUTS):  # whole: else the workflow makes it again
+        return vocab_of(load_tokenizer(layout.TOKENIZER_DIR.format(dataset=dataset, side=side)))
     return Vocab(size=spec["vocab_size"][side], pad=0, bos=1, eos=2, unk=3, mask=4)
 
 
