@@ -12,6 +12,7 @@ from nmtbench.errors import InputError
 from nmtbench.parts import checkpoints
 from nmtbench.parts.contract import Progress
 from nmtbench.run_paths import RunPaths
+from nmtbench.training import trainer
 from nmtbench.training.trainer import Trainer
 from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr, resume_refusal
 
@@ -255,12 +256,15 @@ def test_a_run_is_not_trained_into_a_directory_of_other_files(toy_paths, tmp_pat
     assert sorted(p.name for p in bert.iterdir()) == ["config.json", "model.safetensors"]
 
 
-def test_a_run_stopped_by_its_patience_stays_stopped_when_resumed(toy_paths, tmp_path):
+def test_a_run_stopped_by_its_patience_stays_stopped_when_resumed(toy_paths, tmp_path,
+                                                                  monkeypatch):
     """A run its patience stopped is a finished run: rerunning its train job, or raising
     max_epochs, trains no further (an uninterrupted run would have stopped there too)."""
     torch.set_num_threads(1)
-    # a rate so high that the validation loss gets worse after the first epoch
-    cfg = {**CFG, "patience": 1, "max_epochs": 6, "lr": 1.0, "divergence_factor": 0}
+    # the validation loss gets worse after the first epoch, whatever the weights
+    losses = iter(range(1, 100))
+    monkeypatch.setattr(trainer, "validation_loss", lambda *args: float(next(losses)))
+    cfg = {**CFG, "patience": 1, "max_epochs": 6}
     run = tmp_path / "run"
     first = Trainer(run, cfg, toy_paths, device="cpu").run()
     assert first["epochs"] < cfg["max_epochs"]  # the patience stopped it
