@@ -229,6 +229,16 @@ def _experiment(c, **settings):
     (lambda c: c["defaults"].update(dropout=1),
      "config key 'defaults.dropout': 1 is greater than or equal to the maximum of 1"),
     (lambda c: c.update(seeds=[1, 1]), "config key 'seeds': [1, 1] has non-unique elements"),
+    # a table listed twice would be built twice; a divergence factor of at most 1 stops a
+    # healthy run; a deep fusion that trains no task trains nothing
+    (lambda c: c.update(tables=["abnet2020.table1", "abnet2020.table1"]),
+     "config key 'tables': ['abnet2020.table1', 'abnet2020.table1'] has non-unique elements"),
+    (lambda c: c["defaults"].update(divergence_factor=0.5),
+     "config key 'defaults.divergence_factor': 0.5: a factor of at most 1 stops at the first "
+     "update whose loss is above its running level; use a factor above 1, or 0 to disable"),
+    (lambda c: c.setdefault("experiments", {}).update({"df": {"method": "deep-fusion",
+                                                              "losses": []}}),
+     "config key 'experiments.df.losses': [] should be non-empty"),
     # averaging more epoch checkpoints than the run keeps: found after training otherwise
     (lambda c: c.update(decode={"average_last": 50}),
      "run toy/transformer-tiny (transformer-base): decode key 'average_last' 50 averages "
