@@ -135,7 +135,7 @@ def cmd_train(args: argparse.Namespace) -> None:
                      pretrained=_named(args.pretrained, "--pretrained", "ROLE=DIRECTORY"),
                      inputs=_named(args.input, "--input", "NAME=PATH"))
     summary = Trainer(args.run_dir, train_settings(args.config), paths, device=args.device,
-                      compile=args.compile).run()
+                      compile=args.compile, wandb_project=args.wandb_project).run()
     logging.info("training finished: %s", summary)
 
 
@@ -155,8 +155,20 @@ def _train_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--device", default="auto")
     s.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="on a GPU, torch.compile the model's layers and loss (CPU: eager)")
+    _wandb_argument(s)
     s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_train)
+
+
+def _wandb_argument(s: argparse.ArgumentParser) -> None:
+    from nmtbench.training.curves import WANDB_PROJECT_ENV
+
+    s.add_argument("--wandb-project", metavar="PROJECT",
+                   default=os.environ.get(WANDB_PROJECT_ENV) or None,
+                   help="also log the curves (tensorboard/ of the output) to this W&B project, "
+                   "where wandb is installed (WANDB_MODE=offline: into wandb/ beside them); "
+                   f"default: ${WANDB_PROJECT_ENV}, which the workflow sets from the config's "
+                   "logging.wandb_project")
 
 
 def train_settings(text: str) -> dict[str, Any]:
@@ -237,8 +249,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     from nmtbench.export.fsmt import export_run
 
     out = export_run(args.run_dir, args.out, args.checkpoint, args.average_last)
-    print(f"wrote {out}: load it with AutoModelForSeq2SeqLM.from_pretrained and "
-          "AutoTokenizer.from_pretrained(..., trust_remote_code=True)")
+    print(f"wrote {out}: load it with AutoModelForSeq2SeqLM.from_pretrained, its source "
+          "tokenizer with AutoTokenizer.from_pretrained and its target tokenizer with "
+          "AutoTokenizer.from_pretrained(..., subfolder='target_tokenizer')")
 
 
 def _export_arguments(sub: argparse._SubParsersAction) -> None:
@@ -521,6 +534,27 @@ def _recipe_arguments(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_recipe)
 
 
+def cmd_status(args: argparse.Namespace) -> None:
+    from nmtbench.workflow.status import Status
+
+    print("\n".join(Status(_checked_plan(args), Path(args.directory)).lines()))
+
+
+def _status_arguments(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("status", help="where each requested cell stands: done, training, "
+                       "failed, stale or not started",
+                       description="Per requested table, per cell and seed: the run behind it "
+                       "and its state (done with its value; training at update x of y and "
+                       "when its log last moved; interrupted; failed with its job's log file; "
+                       "stale with the reason; not started with what it waits for), read from "
+                       "the run directories and Snakemake's logs: no lock taken, no digest, "
+                       "safe while the workflow runs.")
+    _config_arguments(s)
+    s.add_argument("--directory", default=".",
+                   help="the workflow's working directory, as snakemake's --directory")
+    s.set_defaults(func=cmd_status)
+
+
 def cmd_snapshot(args: argparse.Namespace) -> None:
     from nmtbench.parts.pretrained import snapshot
 
@@ -563,7 +597,7 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
     settings = json_object(args.settings, "--settings")
     check_pretrain_settings(settings, "--settings")
     _threads(args.threads)
-    summary = pretrain(args.corpus, args.tokenizer, args.out, settings)
+    summary = pretrain(args.corpus, args.tokenizer, args.out, settings, args.wandb_project)
     logging.info("pre-training finished: held-out %s", summary["heldout"])
 
 
@@ -575,6 +609,7 @@ def _pretrain_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--settings", required=True,
                    help="JSON object of nmtbench.workflow.pretrain_settings.PretrainConfig fields")
+    _wandb_argument(s)
     s.add_argument("--threads", type=POSITIVE)
     s.set_defaults(func=cmd_pretrain)
 
@@ -610,19 +645,19 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def _report_arguments(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("report", help="rebuild tables.md, claims.md and the figures from run "
-                       "directories",
-                       description="Rebuild tables.md, claims.md and figures/ from the run "
-                       "directories under --results, without Snakemake (e.g. after copying "
-                       "results/ off a cluster).")
+    s = sub.add_parser("report", help="rebuild tables.md, claims.md, tables.json and the "
+                       "figures from run directories",
+                       description="Rebuild tables.md, claims.md, tables.json (tables.md for "
+                       "programs) and figures/ from the run directories under --results, "
+                       "without Snakemake (e.g. after copying results/ off a cluster).")
     _config_arguments(s, root="config/, papers/, git commit")
     s.add_argument("--config", help="the whole workflow config as JSON (what the rule passes)")
     s.add_argument("--merged-from", nargs="*", default=[], metavar="FILE",
                    help="with --config: the config files it was merged from, in order, named "
                    "in tables.md's Settings section")
     s.add_argument("--results", default="results", help="the directory holding runs/")
-    s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; claims.md "
-                   "and figures/ go beside it)")
+    s.add_argument("--out", help="tables.md to write (default: RESULTS/tables.md; claims.md, "
+                   "its name with .json and figures/ go beside it)")
     s.add_argument("--pretrained", default="data/pretrained",
                    help="the directory holding the checkpoints pre-trained in the DAG")
     s.set_defaults(func=cmd_report)
@@ -643,7 +678,7 @@ def parser() -> argparse.ArgumentParser:
             _decode_arguments, _export_arguments, _evaluate_arguments, _score_arguments,
             _report_arguments, _latency_arguments, _bootstrap_arguments, _buckets_arguments,
             _download_arguments, _prepare_arguments, _monolingual_arguments,
-            _check_arguments, _recipe_arguments):
+            _check_arguments, _recipe_arguments, _status_arguments):
         arguments(sub)
     return p
 
@@ -757,10 +792,11 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                    args.command == "report" and key == "results")}
     if args.command == "report":
         # the runs it reports and the test sets it compares their scores with (data/ beside
-        # results/); tables.md, claims.md and figures/ go to --out's directory
+        # results/); tables.md, claims.md, tables.json and figures/ go to --out's directory
         inputs += [Path(args.results) / "runs", Path(args.results).parent / "data"]
         out = Path(args.out) if args.out else Path(args.results) / "tables.md"
         outputs = {"--out": out, "--out (claims.md beside it)": out.parent / "claims.md",
+                   "--out (its .json beside it)": out.with_suffix(".json"),
                    "--out (figures/ beside it)": out.parent / "figures"}
     inputs.extend(getattr(args, "configfile", None) or [])  # the configs it reads
     inputs.extend(WORKFLOW_SOURCES)  # what every job of the workflow reads

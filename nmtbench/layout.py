@@ -42,6 +42,8 @@ RUN_CONFIG_NAME = "config.json"
 TRAIN_SUMMARY_NAME = "train_summary.json"  # written last: the run is done
 TRAIN_LOG_NAME = "train_log.jsonl"
 CHECKPOINTS_NAME = "checkpoints"
+TENSORBOARD_NAME = "tensorboard"  # the curves' event files (nmtbench.training.curves)
+WANDB_NAME = "wandb"  # a W&B run's files, where the config's logging.wandb_project names one
 CHECKPOINT_NAME = "{checkpoint}.pt"  # best, last
 EPOCH_CHECKPOINT_NAME = "epoch{epoch}.pt"  # after each epoch, for averaging
 RUN_CONFIG = RUN + "/" + RUN_CONFIG_NAME
@@ -49,6 +51,8 @@ TRAIN_SUMMARY = RUN + "/" + TRAIN_SUMMARY_NAME
 TRAIN_LOG = RUN + "/" + TRAIN_LOG_NAME
 CHECKPOINTS = RUN + "/" + CHECKPOINTS_NAME
 CHECKPOINT = CHECKPOINTS + "/" + CHECKPOINT_NAME
+TENSORBOARD = RUN + "/" + TENSORBOARD_NAME
+WANDB = RUN + "/" + WANDB_NAME
 
 # --- what is made of a run, per decoding setting {tag} ---------------------------------------
 HYP = RUN + "/hyp.{split}.{tag}.txt"
@@ -71,7 +75,9 @@ BUCKETS = RUN + "/buckets.{split}.{tag}.{cutoffs}.json"  # cutoffs joined by "-"
 # --- the report ------------------------------------------------------------------------------
 TABLES = "results/tables.md"
 CLAIMS = "results/claims.md"  # every transcribed claim; tables.md shows the checked ones
+TABLES_JSON = "results/tables.json"  # tables.md for programs (report/tables.schema.json)
 FIGURE = "results/figures/{name}.{ext}"  # png, pdf
+CURVES_FIGURE = "{table}.curves"  # the figure name of a requested table's validation curves
 
 
 def fields(template: str) -> list[str]:

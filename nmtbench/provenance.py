@@ -38,20 +38,23 @@ def file_digest(path: str | Path) -> str:
 # wall-clock seconds among them): no model or tokenizer reads them, so a checkpoint made again
 # byte for byte keeps its digest
 RECORDS = frozenset({layout.PRETRAIN_SUMMARY_NAME, layout.TRIM_SUMMARY_NAME})
+# The curves a pre-training writes beside its checkpoint (event files stamped with the clock
+# and host, nmtbench.training.curves): left out always, as no digest made before held them
+CURVES = frozenset({layout.TENSORBOARD_NAME, layout.WANDB_NAME})
 
 
 def path_digest(path: str | Path, *, with_records: bool = False) -> str:
     """A file's digest, or a directory's: over its files' relative names and digests (hidden
-    files such as locks and temporary files left out, and the `RECORDS` unless
-    `with_records`, as digests were made before they were left out)."""
+    files such as locks and temporary files left out, the `CURVES` directories, and the
+    `RECORDS` unless `with_records`, as digests were made before they were left out)."""
     path = Path(path)
     if not path.is_dir():
         return file_digest(path)
     digest = hashlib.sha256()
     for item in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = item.relative_to(path)
-        if any(part.startswith(".") for part in relative.parts) or (
-                not with_records and relative.as_posix() in RECORDS):
+        if (any(part.startswith(".") for part in relative.parts) or relative.parts[0] in CURVES
+                or (not with_records and relative.as_posix() in RECORDS)):
             continue
         digest.update(f"{relative.as_posix()}\0{file_digest(item)}\n".encode())
     return digest.hexdigest()

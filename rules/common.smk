@@ -23,6 +23,15 @@ except InputError as err:
     print(f"config error: {err}", file=sys.stderr)
     sys.exit(1)
 
+# logging.wandb_project reaches the train and pretrain jobs through their environment, not
+# their commands: bookkeeping, naming a project reruns no job (nmtbench.training.curves)
+from nmtbench.training.curves import WANDB_PROJECT_ENV
+
+if (config.get("logging") or {}).get("wandb_project"):
+    os.environ[WANDB_PROJECT_ENV] = config["logging"]["wandb_project"]
+else:
+    os.environ.pop(WANDB_PROJECT_ENV, None)
+
 
 
 onstart:
@@ -253,7 +262,7 @@ def final_outputs():
             *[os.path.join(os.path.dirname(s), layout.RUN_CONFIG_NAME) for s in summaries],
             *[path.format(dataset=dataset, side=side) for dataset, side in sorted(tokenizers)
               for path in layout.TOKENIZER_OUTPUTS],
-            layout.TABLES, layout.CLAIMS, *PLAN.figure_outputs()]
+            layout.TABLES, layout.CLAIMS, layout.TABLES_JSON, *PLAN.figure_outputs()]
 
 
 def train_inputs(wildcards):

@@ -1,5 +1,5 @@
-# Report: results/tables.md (paper vs ours), results/claims.md (every paper claim, checked)
-# and the figures, from the requested items' runs.
+# Report: results/tables.md (paper vs ours), results/claims.md (every paper claim, checked),
+# results/tables.json (tables.md for programs) and the figures, from the requested items' runs.
 
 
 rule report:
@@ -17,6 +17,8 @@ rule report:
             caption="../report/claims.rst",
             category="Tables",
         ),
+        # tables.md for programs: every cell with where it comes from (report/tables.schema.json)
+        tables_json="results/tables.json",
         figures=[
             report(path, caption="../report/figure.rst", category="Figures")
             for path in PLAN.figure_outputs()

@@ -11,11 +11,11 @@ Two details are bridged rather than shared:
   table holds our row i at FSMT's row pad + 1 + i. FSMT saves and loads that table with the
   weights (it would rebuild it only past its length, max_position_embeddings + pad + 1 rows, one
   more than our `max_positions`);
-- the vocabularies: a `pipeline` reads and writes text through one tokenizer, and ours are two
-  WordPiece vocabularies. The export writes `SourceTargetTokenizer` (hf_tokenizer.py, copied as
-  tokenizer_nmtbench.py and loaded with `trust_remote_code=True`): it encodes with the source
-  vocabulary and decodes with the target one, as FSMT's own tokenizer does with its BPE
-  vocabularies.
+- the vocabularies: a Hugging Face tokenizer holds one, and ours are two WordPiece
+  vocabularies. The export writes two stock tokenizers (hf_tokenizer.py): the source one at the
+  directory's root, which `AutoTokenizer.from_pretrained(dir)` loads to encode, and the target
+  one in `target_tokenizer/` (`subfolder="target_tokenizer"`) to decode, as FSMT's own tokenizer
+  splits its two BPE vocabularies; nothing needs `trust_remote_code`.
 
 Pre-norm models (Transformer-20) have no exact FSMT form and are refused with one line.
 """
@@ -139,16 +139,16 @@ def to_fsmt(model: EncoderDecoder, languages: tuple[str, str] = ("src", "tgt"),
 
 def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
                average_last: int = 0) -> Path:
-    """Write a run's Transformer to `out` as a Hugging Face FSMT model and tokenizer."""
+    """Write a run's Transformer to `out` as a Hugging Face FSMT model and its source and
+    target tokenizers (hf_tokenizer.py)."""
     from nmtbench.evaluation.translate import load_run_model
-    from nmtbench.export.hf_tokenizer import SourceTargetTokenizer
+    from nmtbench.export.hf_tokenizer import save_tokenizers
 
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, "cpu")
     hf = to_fsmt(model, where=str(run_dir))
     with atomic_directory(out, EXPORTED) as tmp:
         hf.save_pretrained(str(tmp))
-        SourceTargetTokenizer.from_pair(src_tok.name_or_path, tgt_tok,
-                                        model.source_bos).save_pretrained(tmp)
+        save_tokenizers(src_tok, tgt_tok, model.source_bos, tmp)
         write_json(tmp / EXPORTED, {"run_dir": str(run_dir), "checkpoint": checkpoint,
                                     "average_last": average_last})
     return Path(out)

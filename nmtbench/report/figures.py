@@ -90,15 +90,21 @@ def draw(plan: Plan, results: Results, figure: Figure, out_dir: Path) -> Drawn:
              fontsize=6, va="bottom")
     fig.subplots_adjust(bottom=0.32, top=0.84, left=0.12 * PANEL_INCHES / width,
                         right=1 - 0.14 * PANEL_INCHES / width, wspace=0.45)
+    return Drawn(save(fig, out_dir, figure.name), caption, ours)
+
+
+def save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
+    """Write `fig` as out_dir/<name>.png and .pdf (without dates: the same figure is the same
+    bytes) and close it; the two paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{figure.name}.png", out_dir / f"{figure.name}.pdf"]
+    paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
     # through a temporary file each: a killed report never leaves a truncated figure
     with atomic_path(paths[0]) as tmp:
         fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
     with atomic_path(paths[1]) as tmp:
         fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Producer": None})
     plt.close(fig)
-    return Drawn(paths, caption, ours)
+    return paths
 
 
 def _paper_series(figure: Figure) -> Series:

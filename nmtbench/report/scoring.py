@@ -52,11 +52,11 @@ def scoring_notes(plan: Plan, results: Results, table: Table) -> list[str]:
                 for dataset in sorted({cell.dataset for _, cell in scored})}
         text = (next(iter(ours.values())) if len(set(ours.values())) == 1
                 else "; ".join(f"on {dataset}: {how}" for dataset, how in ours.items()))
-        signatures = _signatures(plan, results, scored, metric)
+        found = signatures(plan, results, scored, metric)
         label = " / ".join(table.columns[j].label for j in group)
         note = (f"{label}: {text}; "
-                + (f"signature {', '.join(f'`{s}`' for s in signatures)}."
-                   if signatures else "no run scored yet."))
+                + (f"signature {', '.join(f'`{s}`' for s in found)}."
+                   if found else "no run scored yet."))
         records = [table.bleu_scoring(table.columns[j].key)
                    for j in group if _reports(table, table.columns[j])]
         sources.update(dict.fromkeys(r["where"] for r in records if r is not None))
@@ -93,8 +93,8 @@ def _tokenized(datasets: dict[str, Any], dataset: str) -> str:
     return "Moses-tokenized"
 
 
-def _signatures(plan: Plan, results: Results, scored: list[tuple[Column, Cell]],
-                metric: str) -> list[str]:
+def signatures(plan: Plan, results: Results, scored: list[tuple[Column, Cell]],
+               metric: str) -> list[str]:
     """The signatures of `metric` in the metrics files the cells read (those still made from
     what is there: `Results.current`)."""
     found = set()

@@ -34,6 +34,7 @@ from nmtbench.fileio import atomic_directory, read_lines, write_json
 from nmtbench.parts.batches import token_batches
 from nmtbench.parts.contract import adamw, bert_decay_groups
 from nmtbench.parts.pretrained import architecture
+from nmtbench.training.curves import Curves
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
@@ -117,12 +118,54 @@ def heldout_scores(model: torch.nn.Module, batcher: Batcher, seqs: list[list[int
             "scored_tokens": total}
 
 
+def _train(model: torch.nn.Module, batcher: Batcher, train: list[list[int]],
+           cfg: PretrainConfig, curves: Curves, desc: str) -> tuple[int, float]:
+    """Train `model` on `train` for `cfg.max_updates` updates (its curves every
+    `log_interval` and at the last); the updates made, and the epochs they make."""
+    groups = bert_decay_groups(model.parameters())
+    optimizer = adamw(groups, cfg.weight_decay, lr=cfg.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
+        (step + 1) / max(cfg.warmup_updates, 1),
+        max(0.0, (cfg.max_updates - step) / max(cfg.max_updates - cfg.warmup_updates, 1))))
+    order = sorted(range(len(train)), key=lambda i: len(train[i]))
+    lengths = [len(s) for s in train]
+    step, epoch = 0, 0
+    model.train()
+    with tqdm(total=cfg.max_updates, desc=desc, unit="step", mininterval=5,
+              disable=None) as bar:
+        while step < cfg.max_updates:
+            epoch += 1
+            for indices in token_batches(order, lengths, cfg.max_tokens, cfg.seed + epoch):
+                tick = time.perf_counter()
+                loss = model(**batcher([train[i] for i in indices])).loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                rates = [g["lr"] for g in optimizer.param_groups]  # this update's
+                schedule.step()
+                step += 1
+                bar.update(1)
+                curves.timed(sum(lengths[i] for i in indices), tick)
+                if step % cfg.log_interval == 0 or step == cfg.max_updates:  # and the last
+                    bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
+                    log.info("step %d epoch %d loss %.4f", step, epoch, loss.item())
+                    curves.write(step, {"event": "train", "loss": loss.item(),
+                                        "grad_norm": float(grad_norm),
+                                        **{f"lr_{g.name}": rate for g, rate
+                                           in zip(groups, rates, strict=True)}})
+                if step >= cfg.max_updates:
+                    break
+    return step, round(step / max(len(token_batches(order, lengths, cfg.max_tokens)), 1), 2)
+
+
 def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, out: str | Path,
-             settings: dict[str, Any]) -> dict[str, Any]:
+             settings: dict[str, Any], wandb_project: str | None = None) -> dict[str, Any]:
     """Pre-train on `corpus` and write model, tokenizer and pretrain_summary.json into `out`,
-    atomically (a killed job leaves no directory that looks finished). Several corpora (a
-    joint vocabulary's two sides) are read a line of each in turn, so that the held-out last
-    sentences come from all of them."""
+    atomically (a killed job leaves no directory that looks finished), with the curves of the
+    training (nmtbench.training.curves; also to W&B where `wandb_project` names a project).
+    Several corpora (a joint vocabulary's two sides) are read a line of each in turn, so that
+    the held-out last sentences come from all of them."""
     cfg = PretrainConfig.from_dict(settings)
     torch.manual_seed(cfg.seed)
     tok = load_tokenizer(tokenizer_dir)
@@ -137,41 +180,24 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
     heldout = _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, str(corpus))
     model = build_model(cfg, tok)
     batcher = Batcher(cfg, tok)
-    optimizer = adamw(bert_decay_groups(model.parameters()), cfg.weight_decay, lr=cfg.lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
-        (step + 1) / max(cfg.warmup_updates, 1),
-        max(0.0, (cfg.max_updates - step) / max(cfg.max_updates - cfg.warmup_updates, 1))))
-    order = sorted(range(len(train)), key=lambda i: len(train[i]))
-    lengths = [len(s) for s in train]
-    step, epoch, start = 0, 0, time.perf_counter()
-    model.train()
-    with tqdm(total=cfg.max_updates, desc=f"pretrain {cfg.model} {out}", unit="step",
-              mininterval=5, disable=None) as bar:
-        while step < cfg.max_updates:
-            epoch += 1
-            for indices in token_batches(order, lengths, cfg.max_tokens, cfg.seed + epoch):
-                loss = model(**batcher([train[i] for i in indices])).loss
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                schedule.step()
-                step += 1
-                bar.update(1)
-                if step % cfg.log_interval == 0:
-                    bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
-                    log.info("step %d epoch %d loss %.4f", step, epoch, loss.item())
-                if step >= cfg.max_updates:
-                    break
-    summary = {
-        "model": cfg.model, "settings": asdict(cfg), "corpus": str(corpus),
-        "train_sentences": len(train), "heldout_sentences": len(heldout), "updates": step,
-        "epochs": round(step / max(len(token_batches(order, lengths, cfg.max_tokens)), 1), 2),
-        "seconds": round(time.perf_counter() - start, 2),
-        "params": sum(p.numel() for p in model.parameters()),
-        "heldout": heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed),
-    }
+    start = time.perf_counter()
+    # trained inside the directory that replaces `out`: the curves are written there
     with atomic_directory(out, layout.PRETRAIN_SUMMARY_NAME) as tmp:
+        curves = Curves(tmp, True, wandb_project, asdict(cfg), name=str(out))
+        try:
+            step, epochs = _train(model, batcher, train, cfg, curves,
+                                  f"pretrain {cfg.model} {out}")
+            seconds = round(time.perf_counter() - start, 2)
+            scores = heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed)
+            curves.write(step, {"event": "heldout", **scores})
+        finally:
+            curves.close()
+        summary = {
+            "model": cfg.model, "settings": asdict(cfg), "corpus": str(corpus),
+            "train_sentences": len(train), "heldout_sentences": len(heldout), "updates": step,
+            "epochs": epochs, "seconds": seconds,
+            "params": sum(p.numel() for p in model.parameters()), "heldout": scores,
+        }
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         write_json(tmp / layout.PRETRAIN_SUMMARY_NAME, summary)

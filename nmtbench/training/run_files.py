@@ -1,6 +1,6 @@
 """A run directory as the trainer keeps it: one training process at a time (a lock held for the
-whole run), its log (`train_log.jsonl`) and checkpoints, and what a kill or an earlier training
-left there."""
+whole run), its log (`train_log.jsonl`) and the same records as curves (`tensorboard/`,
+nmtbench.training.curves), its checkpoints, and what a kill or an earlier training left there."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from nmtbench import layout, provenance
 from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import read_jsonl, refuse_foreign, write_lines
 from nmtbench.parts import checkpoints
+from nmtbench.training import curves
+from nmtbench.training.curves import Curves
 from nmtbench.training.distributed import World
 from nmtbench.workflow.train_settings import resumable, resume_refusal
 
@@ -48,11 +50,15 @@ def hold(lock: IO[str] | None, world: World, device: torch.device, run_dir: Path
 
 
 class RunFiles:
-    """The files of one run directory the trainer writes (only the main process writes)."""
+    """The files of one run directory the trainer writes (only the main process writes); its
+    curves also go to a W&B run of `wandb_project`, with the run's `config`, where it names
+    one."""
 
-    def __init__(self, run_dir: Path, is_main: bool):
+    def __init__(self, run_dir: Path, is_main: bool, wandb_project: str | None = None,
+                 config: dict[str, Any] | None = None):
         refuse_foreign(run_dir, layout.run_entries(), "run directory")  # a checkpoint's, say
         self.run_dir, self.is_main = run_dir, is_main
+        self.curves = Curves(run_dir, is_main, wandb_project, config)
         self.ckpt_dir = run_dir / layout.CHECKPOINTS_NAME
         self.log_path = run_dir / layout.TRAIN_LOG_NAME
         self.config_path = run_dir / layout.RUN_CONFIG_NAME
@@ -67,10 +73,12 @@ class RunFiles:
         if self.is_main:
             with self.log_path.open("a") as f:
                 f.write(json.dumps({"step": step, "epoch": epoch, **record}) + "\n")
+        self.curves.write(step, record)
 
     def truncate_log(self, step: int) -> None:
         """Drop log lines of steps after the checkpoint: they are about to be replayed (and a
-        line a kill cut short)."""
+        line a kill cut short); readers of the curves drop them too."""
+        self.curves.resume_at(step)
         if not self.is_main or not self.log_path.exists():
             return
         kept = [record for record in read_jsonl(self.log_path) if record.get("step", 0) <= step]
@@ -119,9 +127,9 @@ class RunFiles:
         checkpoints.save(self.last, state)
 
     def remove_earlier_training(self) -> None:
-        """What an earlier training left here without a last.pt to resume (its log, best and
-        epoch checkpoints: e.g. last.pt was deleted) is not this training's and would mix into
-        its curves and checkpoint averages."""
+        """What an earlier training left here without a last.pt to resume (its log and event
+        files, best and epoch checkpoints: e.g. last.pt was deleted) is not this training's and
+        would mix into its curves and checkpoint averages."""
         if not self.is_main:
             return
         saved = layout.CHECKPOINT_NAME.format(checkpoint="*")
@@ -130,9 +138,15 @@ class RunFiles:
                    if p.exists()]
         for path in earlier:
             path.unlink()
+        if curves.remove(self.run_dir):
+            earlier.append(self.run_dir / layout.TENSORBOARD_NAME)
         if earlier:
             log.warning("%s: removed %d files of an earlier training (no last.pt to resume)",
                         self.run_dir, len(earlier))
+
+    def close(self) -> None:
+        """Flush and close the curves' writers (the end of a training, or its failure)."""
+        self.curves.close()
 
     def remove_unfinished_saves(self) -> None:
         """The temporary files of saves a kill interrupted, each as large as a checkpoint

@@ -2,7 +2,8 @@
 
 fairseq's recipe, kept small: token-based batches, Adam (0.9, 0.98) with an inverse-square-root
 schedule after linear warm-up, gradient clipping, validation loss every epoch, `last`/`best`/
-per-epoch checkpoints, bf16 autocast on CUDA. A restarted run resumes from `checkpoints/last.pt`
+per-epoch checkpoints, bf16 autocast on CUDA; every log record also drawn as TensorBoard (and
+W&B) curves (nmtbench.training.curves). A restarted run resumes from `checkpoints/last.pt`
 (model, optimizer, schedule, RNG, position inside the epoch), so on CPU a resumed run ends with
 exactly the weights of an uninterrupted one; a checkpoint that an uninterrupted run of the
 current config would not pass through (trained further, or on a schedule over another length)
@@ -106,7 +107,7 @@ class Trainer:
     the model compiled (`compile`; `Model.compile_for_training`)."""
 
     def __init__(self, run_dir: str | Path, cfg: dict[str, Any], paths: RunPaths,
-                 device: str = "auto", compile: bool = False):
+                 device: str = "auto", compile: bool = False, wandb_project: str | None = None):
         self.run_dir = Path(run_dir)
         self.cfg, self.paths = cfg, paths
         # other runs' outputs it trains with (`--input NAME=PATH`), by kind
@@ -117,7 +118,7 @@ class Trainer:
         self.inputs_digest = provenance.input_digests(paths.as_record())
         requested = resolve_device(device)
         self.world = distributed.join(requested)
-        self.files = RunFiles(self.run_dir, self.world.is_main)
+        self.files = RunFiles(self.run_dir, self.world.is_main, wandb_project, cfg)
         self.ckpt_dir = self.files.ckpt_dir
         self.device = self.world.device(requested)
         self.src_tok = load_tokenizer(paths.src_tokenizer)
@@ -254,6 +255,7 @@ class Trainer:
                 return summary
         finally:
             self.synced = self.updater.synced = None  # the reducer holds the process group
+            self.files.close()
             gc.collect()
             distributed.leave(self.world, finished)
 
@@ -277,7 +279,7 @@ class Trainer:
                     start = time.perf_counter()
                     record = self._train_step(group)
                     self.offset += len(group)
-                    self.seconds += time.perf_counter() - start
+                    self.seconds += self.files.curves.timed(record.get("ntokens", 0), start)
                     bar.update(1)
                     if self.step % self.tc.log_interval == 0:
                         self._log({"event": "train", **record})

@@ -58,7 +58,9 @@ class Updater:
 
     def update(self, group: list[list[int]], data: Bitext, step: int) -> dict[str, float]:
         """Update `step` + 1 over `group` (world size x update_freq batches of `data`, fewer
-        at an epoch's end); its record. Raises Diverged before applying a bad update."""
+        at an epoch's end); its record (the loss and its parts, target tokens, the schedule's
+        rate `lr` and each group's `lr_<group>`, the gradient norm). Raises Diverged before
+        applying a bad update."""
         self.model.train()
         lr = learning_rate(step, self.tc, self.total_updates)
         progress = Progress(step, self.total_updates)
@@ -89,8 +91,7 @@ class Updater:
         self.loss_ema = record["loss"] if self.loss_ema is None else (
             LOSS_EMA_DECAY * self.loss_ema + (1 - LOSS_EMA_DECAY) * record["loss"])
         return {**record, **{f"lr_{g.name}": p["lr"] for g, p in
-                             zip(self.groups, self.optimizer.param_groups, strict=True)
-                             if len(self.groups) > 1},
+                             zip(self.groups, self.optimizer.param_groups, strict=True)},
                 "lr": lr, "grad_norm": grad_norm}
 
     def _gradients(self, group: list[list[int]], data: Bitext,

@@ -45,6 +45,7 @@ def world(tmp_path: Path) -> Path:
     (tmp_path / "data" / "toy" / "prepared" / "test.tgt").write_text("a b\n")
     (tmp_path / "results" / "runs").mkdir(parents=True)
     (tmp_path / "claims.md").write_text("datasets: {}\n")
+    (tmp_path / "report.json").write_text("{}\n")
     for name in ("src", "hyp", "ref"):
         (tmp_path / name).write_text("a b\n")
     return tmp_path
@@ -136,7 +137,7 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
                    "--config", "{}"],
         f"--out {ROOT}/papers/tables.md lies inside the input {ROOT}/papers"),
     # what the report reads besides the runs: the test sets its scores name (data/ beside
-    # results/); claims.md and figures/ are written beside --out too
+    # results/); claims.md, tables.json and figures/ are written beside --out too
     "report over a test set": (
         lambda d: ["report", "--results", d / "results", "--out",
                    d / "data" / "toy" / "prepared" / "test.tgt", "--config", "{}"],
@@ -145,6 +146,10 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["report", "--configfile", d / "claims.md", "--results", d, "--out",
                    d / "tables.md"],
         "--out (claims.md beside it) {d}/claims.md is the input {d}/claims.md"),
+    "report's tables.json over a config file it reads": (
+        lambda d: ["report", "--configfile", d / "report.json", "--results", d, "--out",
+                   d / "report.md"],
+        "--out (its .json beside it) {d}/report.json is the input {d}/report.json"),
     # files that another command makes and the workflow reads
     "decode over another run's checkpoint": (
         lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",

@@ -9,7 +9,15 @@ import pytest
 import recorded_settings_check
 import torch
 import yaml
+from fabricated_runs import section
 from smoke import ROOT, SMOKE, run_dir, smoke_plan, snakemake
+from tables_json_check import (
+    cell_mismatches,
+    claim_and_figure_mismatches,
+    missing_numbers,
+    schema_errors,
+)
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmtbench import cli
 from nmtbench.data.tokenization import load_tokenizer
@@ -52,6 +60,27 @@ def test_tables_md_shows_every_requested_table_with_its_runs(smoke_run):
     assert "multi30k-de-en/multi30k-transformer" not in recorded["experiments"]
     assert "toy/transformer-tiny-500" in recorded["experiments"]
     assert recorded_settings_check.differences(recorded) == []
+
+
+def test_tables_json_holds_what_tables_md_shows(smoke_run):
+    """results/tables.json beside tables.md: valid against report/tables.schema.json, every
+    number the page shows, every cell with the run files its numbers come from."""
+    results = smoke_run / "results"
+    record = json.loads((results / "tables.json").read_text())
+    text = (results / "tables.md").read_text()
+    assert schema_errors(record) == []
+    assert missing_numbers(text, record) == []
+    assert cell_mismatches(text, record) == []
+    assert claim_and_figure_mismatches(text, record) == []
+    scores = [cell for table in record["tables"] for cell in table["cells"]
+              if cell["metric"] == "bleu_tokenized" and cell["status"] == "ok"]
+    assert scores
+    for cell in scores:
+        metrics = json.loads((results / cell["run_dirs"][0] /
+                              f"metrics.{cell['split']}.{cell['tag']}.json").read_text())
+        assert cell["ours"]["seeds"]["1"] == metrics["bleu"]["tokenized"]
+        assert cell["signatures"] == [metrics["bleu"]["tokenized_signature"]]
+        assert cell["settings"] in record["settings"]["experiments"]
 
 
 def test_the_smoke_run_runs_every_rule_but_those_of_real_data(smoke_run):
@@ -137,6 +166,32 @@ def test_one_figure_of_each_kind_in_png_and_pdf(smoke_run):
             assert path.stat().st_size > 1000, path
 
 
+def test_each_tables_validation_curves_and_every_runs_event_files(smoke_run):
+    """The report draws each requested table's validation curves, every run of it finished;
+    a run's and a pre-training's TensorBoard event files hold what their logs say."""
+    plan = smoke_plan()
+    curves = section((smoke_run / "results" / "tables.md").read_text(), "Validation curves")
+    for table in plan.tables:
+        for ext in ("png", "pdf"):
+            path = smoke_run / "results" / "figures" / f"{table.name}.curves.{ext}"
+            assert path.stat().st_size > 1000, path
+        assert f"![{table.name}.curves](figures/{table.name}.curves.png)" in curves
+    assert "Not plotted, runs unfinished" not in curves
+    run, _ = run_dir(smoke_run, "transformer-tiny")
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    reader = EventAccumulator(str(run / "tensorboard"))
+    reader.Reload()
+    assert [(e.step, e.value) for e in reader.Scalars("valid/loss")] == [
+        (r["step"], pytest.approx(r["valid_loss"], rel=1e-6)) for r in log
+        if r["event"] == "valid"]
+    assert {"train/loss", "train/grad_norm", "train/tokens_per_second", "lr/all"} <= set(
+        reader.Tags()["scalars"])
+    pretrained = EventAccumulator(str(smoke_run / "data" / "pretrained" / "toy-bert-src" /
+                                      "tensorboard"))
+    pretrained.Reload()
+    assert {"train/loss", "heldout/accuracy"} <= set(pretrained.Tags()["scalars"])
+
+
 def test_back_translation_trains_on_the_reverse_runs_translations(smoke_run):
     """Figure 3b: a Transformer on the toy world read backwards translates the first lines of
     the target-side monolingual text; each run adds its own first N pairs."""
@@ -176,6 +231,8 @@ def test_report_html_contains_tables_and_figures(smoke_copy):
     assert "tables.md" in html
     for figure in smoke_plan().figures:
         assert f"{figure.name}.png" in html
+    for table in smoke_plan().tables:  # each table's validation curves
+        assert f"{table.name}.curves.png" in html
 
 
 def test_report_cli_rebuilds_tables_from_copied_results(smoke_run, tmp_path, capsys):
@@ -193,6 +250,11 @@ def test_report_cli_rebuilds_tables_from_copied_results(smoke_run, tmp_path, cap
     assert strip == [line for line in original.splitlines()
                      if not line.startswith("- git commit")]
     assert (copy / "claims.md").read_text() == (smoke_run / "results" / "claims.md").read_text()
+    ours, original = (json.loads((d / "tables.json").read_text())
+                      for d in (copy, smoke_run / "results"))
+    for record in (ours, original):
+        record["provenance"].pop("git_commit")
+    assert ours == original
     assert (copy / "figures" / "abnet2020.figure3b.png").stat().st_size > 1000
 
 

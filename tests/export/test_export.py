@@ -1,7 +1,10 @@
-"""Export to Hugging Face (FSMT): same weights, same loss, same translations, one tokenizer."""
+"""Export to Hugging Face (FSMT): same weights, same loss, same translations, stock tokenizers."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from nmtbench.data.tokenization import decode, encode_sources
 from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model
 from nmtbench.export.fsmt import EXPORTED, export_run, to_ctranslate2
+from nmtbench.export.hf_tokenizer import TARGET, save_tokenizers
 from nmtbench.fileio import read_lines
 from nmtbench.parts.batches import Bitext
 from nmtbench.parts.beam_search import beam_search
@@ -74,22 +78,84 @@ def test_generate_returns_our_beam_search(exported, toy_paths):
     assert compared >= 0.9 * len(lines)
 
 
-def test_tokenizer_encodes_sources_and_decodes_targets(exported, toy_paths):
+def test_tokenizers_encode_sources_and_decode_targets_as_we_do(exported, toy_paths):
     run, out = exported
-    ours, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
-    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    _, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
+    source = AutoTokenizer.from_pretrained(out)
+    target = AutoTokenizer.from_pretrained(out, subfolder=TARGET)
     lines = read_lines(toy_paths.valid_src)[:8]
-    assert tokenizer(lines)["input_ids"] == encode_sources(src_tok, lines, bos=False)
-    targets = read_lines(toy_paths.valid_tgt)[:8]
+    assert source(lines).keys() == {"input_ids", "attention_mask"}  # what FSMT takes
+    assert source(lines)["input_ids"] == encode_sources(src_tok, lines, bos=False)
+    # a punctuation character inside a word is its continuation piece, spaces before
+    # punctuation stay (the saved BERT decoder would "clean them up")
+    targets = [*read_lines(toy_paths.valid_tgt)[:8], "ze . gomunori , ze.ze"]
     ids = [[tgt_tok.cls_token_id, *row, tgt_tok.sep_token_id]
            for row in tgt_tok(targets, add_special_tokens=False)["input_ids"]]
-    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == [
+    assert target.batch_decode(ids, skip_special_tokens=True) == [
         decode(tgt_tok, row) for row in ids]
-    # saved again, it loads again (the pair and this module travel together)
-    tokenizer.save_pretrained(out.parent / "again")
-    again = AutoTokenizer.from_pretrained(out.parent / "again", trust_remote_code=True)
-    assert again(lines)["input_ids"] == tokenizer(lines)["input_ids"]
-    assert json.loads((out / "tokenizer_config.json").read_text())["source_bos"] is False
+    assert target(targets, add_special_tokens=False)["input_ids"] == tgt_tok(
+        targets, add_special_tokens=False)["input_ids"]
+    # saved again, they load again
+    source.save_pretrained(out.parent / "again")
+    again = AutoTokenizer.from_pretrained(out.parent / "again")
+    assert again(lines)["input_ids"] == source(lines)["input_ids"]
+
+
+def test_a_source_bos_is_saved_in_the_source_template(exported, tmp_path):
+    """A model that reads `[CLS] x [SEP]` gets a source tokenizer that writes it."""
+    run, _ = exported
+    _, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
+    save_tokenizers(src_tok, tgt_tok, True, tmp_path)
+    lines = ["lekuvo bamiri ze gomunori ."]
+    assert AutoTokenizer.from_pretrained(tmp_path)(lines)["input_ids"] == encode_sources(
+        src_tok, lines, bos=True)
+
+
+# A Hub user's translation, in a process of its own: stock classes only, nothing of nmtbench
+HUB_USER = """
+import json, sys
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+out, lines = sys.argv[1], json.loads(sys.stdin.read())
+model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+source = AutoTokenizer.from_pretrained(out)
+target = AutoTokenizer.from_pretrained(out, subfolder="target_tokenizer")
+translations = []
+for line in lines:
+    batch = source([line], return_tensors="pt")
+    cap = int(1.2 * batch["input_ids"].size(1) + 10)
+    ids = model.generate(**batch, num_beams=5, early_stopping=True, length_penalty=1.0,
+                         max_new_tokens=cap + 1, forced_eos_token_id=model.config.eos_token_id)
+    translations += target.batch_decode(ids, skip_special_tokens=True)
+assert not any(name.startswith("nmtbench") for name in sys.modules)
+print(json.dumps(translations))
+"""
+
+
+def test_the_export_loads_and_translates_in_a_fresh_process_as_we_do(exported, toy_paths,
+                                                                     tmp_path):
+    """AutoTokenizer and AutoModelForSeq2SeqLM without `trust_remote_code`, in a new Python
+    process, translate the valid sentences into the text nmtbench's own beam search and
+    decoding give (those below the length cap: HF's forced EOS scores otherwise there)."""
+    run, out = exported
+    ours, src_tok, tgt_tok, _ = load_run_model(run, device="cpu")
+    lines, expected = [], []
+    every = read_lines(toy_paths.valid_src)
+    for line, ids in zip(every, encode_sources(src_tok, every, bos=False), strict=True):
+        mine = beam_search(ours, torch.tensor([ids]), beam=5, vocab=ours.tgt_vocab,
+                           lenpen=1.0)[0]
+        if len(mine) < int(1.2 * len(ids) + 10):
+            lines.append(line)
+            expected.append(decode(tgt_tok, mine))
+    assert len(lines) >= 0.9 * len(every)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run([sys.executable, "-c", HUB_USER, str(out)], input=json.dumps(lines),
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**env, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == expected
+    assert "trust_remote_code" not in HUB_USER
+    assert not list(out.rglob("*.py"))  # no code of ours travels with the model
 
 
 def test_export_cli_refuses_what_fsmt_cannot_hold(toy_paths, tmp_path, capsys):
@@ -133,6 +199,7 @@ def test_the_documented_snippet_runs_on_an_export(exported, capsys):
     section = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text().split(
         "## Hugging Face export", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "trust_remote_code" not in code
     exec(code.replace('"hf-model"', repr(str(out))), {})  # noqa: S102 (our own docs)
     printed = capsys.readouterr().out.strip()
     assert printed.startswith("['") and len(printed) > 6

@@ -618,9 +618,11 @@ def test_provenance_and_rendering_twice(tmp_path: Path, papers: Path) -> None:
     assert write_report(plan, tmp_path / "results", out, tmp_path) == written
     assert out.read_text(encoding="utf-8") == first
 
-    assert written[:2] == [out.resolve(), out.resolve().with_name("claims.md")]
-    assert sorted(p.name for p in written[2:]) == [
-        f"{SWEEP}.pdf", f"{SWEEP}.png", f"{CURVE}.pdf", f"{CURVE}.png"]
+    assert written[:3] == [out.resolve(), out.resolve().with_name("claims.md"),
+                           out.resolve().with_name("tables.json")]
+    assert sorted(p.name for p in written[3:]) == [
+        f"{SWEEP}.pdf", f"{SWEEP}.png", f"{CURVE}.pdf", f"{CURVE}.png",
+        f"{TABLE}.curves.pdf", f"{TABLE}.curves.png"]  # the table's validation curves
     figures = section(first, "Figures")
     for name in (SWEEP, CURVE):
         image = re.search(rf"!\[{re.escape(name)}\]\(([^)]+)\)", figures)

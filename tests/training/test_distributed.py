@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from train_cli import train_arguments
 
 from nmtbench.parts import checkpoints
@@ -83,6 +84,11 @@ def test_only_rank_0_writes(two_processes):
     assert summary["processes"] == 2 and summary["steps"] == steps[-1]
     assert [p.name for p in checkpoints.epoch_checkpoints(two_processes / "checkpoints")] == [
         "epoch1.pt", "epoch2.pt", "epoch3.pt"]
+    # and the curves: one event file, a point per update
+    (events,) = (two_processes / "tensorboard").glob("events.out.tfevents.*")
+    reader = EventAccumulator(str(events.parent))
+    reader.Reload()
+    assert [e.step for e in reader.Scalars("train/loss")] == steps
 
 
 def test_a_stopped_two_process_run_resumes_to_the_same_weights(two_processes, toy_paths,

@@ -460,7 +460,9 @@ def test_one_table_trains_nothing_else(catalogue):
     # big on wmt14-en-de -> the toy world, where it is the tiny model
     plan = plan_for(catalogue, tables=["mini.table2"])
     assert plan.targets() == [f"results/runs/toy/tiny/seed1/metrics.test.{T5}.json"]
-    assert plan.figure_outputs() == []
+    # the table's validation curves, drawn from the training logs of the runs it reads
+    assert plan.figure_outputs() == ["results/figures/mini.table2.curves.png",
+                                     "results/figures/mini.table2.curves.pdf"]
 
 
 def test_figure_targets_by_kind(catalogue):
@@ -469,7 +471,10 @@ def test_figure_targets_by_kind(catalogue):
         f"{IW}/{run}/seed1/{name}.{T5}.json"
         for run in ("half-data", "base") for name in ("metrics.test", "latency")}
     assert sweep.figure_outputs() == ["results/figures/mini.figure1.png",
-                                      "results/figures/mini.figure1.pdf"]
+                                      "results/figures/mini.figure1.pdf"]  # and no table's
+    both = plan_for(catalogue, tables=["mini.table2", "mini.figure1"])
+    assert both.figure_outputs() == [f"results/figures/{name}.{ext}" for name in (
+        "mini.figure1", "mini.table2.curves") for ext in ("png", "pdf")]
     curve = plan_for(catalogue, tables=["mini.figure2"])  # nat is not implemented
     assert curve.targets() == [f"{IW}/base/seed1/train_summary.json"]
     buckets = plan_for(catalogue, tables=["mini.figure3"])

@@ -91,5 +91,9 @@ class Targets:
         return files
 
     def figure_outputs(self) -> list[str]:
-        return [layout.FIGURE.format(name=f.name, ext=ext)
-                for f in self.figures for ext in ("png", "pdf")]
+        """The report's figures: the requested ones, then each requested table's validation
+        curves (drawn from the training logs of the runs its cells' files were made by)."""
+        names = [f.name for f in self.figures] + [layout.CURVES_FIGURE.format(table=t.name)
+                                                  for t in self.tables]
+        return [layout.FIGURE.format(name=name, ext=ext) for name in names
+                for ext in ("png", "pdf")]
