@@ -698,6 +698,9 @@ def main(argv: list[str] | None = None) -> int:
     except FloatingPointError as err:  # diverged training: the last good checkpoint is kept
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader of its output stopped (`status | head`): no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush
+        return 0
     except OSError as err:  # the system's (disk full, permission denied): say what and where
         print(f"error: {_system_error(err, args)}", file=sys.stderr)
         return 1

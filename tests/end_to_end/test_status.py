@@ -16,8 +16,6 @@ from smoke import ROOT, SMOKE, smoke_plan, snakemake
 from nmtbench import layout
 from nmtbench.workflow.status import Status
 
-pytestmark = pytest.mark.slow
-
 
 def states(workdir: Path) -> dict[tuple[str, str], str]:
     """(table, "row / column (seed 1, run dir)") -> the state line status gives it."""
@@ -35,6 +33,7 @@ def of_run(found: dict, run_dir: str) -> list[str]:
     return [state for (_, where), state in found.items() if f", {run_dir})" in where]
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_done_cell_by_cell_with_its_numbers(smoke_run):
     found = states(smoke_run)
     plan = smoke_plan()
@@ -49,6 +48,7 @@ def test_a_finished_run_is_done_cell_by_cell_with_its_numbers(smoke_run):
     assert found[(table.name, where)] == f"done: BLEU (tokenized) {bleu:.2f}"
 
 
+@pytest.mark.slow
 def test_kills_failures_and_changed_settings_each_get_their_state(smoke_copy):
     plan = smoke_plan()
     runs = sorted({c.run_dir(1) for t in plan.tables for *_, c in plan.table_cells(t)
@@ -91,6 +91,7 @@ def test_kills_failures_and_changed_settings_each_get_their_state(smoke_copy):
     assert all(s.startswith("interrupted: ") for s in of_run(after, rel["training"]))
 
 
+@pytest.mark.slow
 def test_status_beside_a_running_workflow_sees_it_train_and_takes_nothing(smoke_copy):
     """A run deleted and the workflow started again: status, asked while it runs, sees the
     workflow and the run training; the workflow ends as it would alone, and the command then
@@ -119,3 +120,21 @@ def test_status_beside_a_running_workflow_sees_it_train_and_takes_nothing(smoke_
     assert final.stdout.startswith("no workflow is running jobs here")
     cells = [x for x in final.stdout.splitlines() if x.startswith("- ") and " (seed " in x]
     assert cells and all("): done: " in x for x in cells)
+
+
+def test_the_paper_config_before_its_first_job_and_a_reader_that_stops(tmp_path):
+    """On the paper config (858 jobs) in an empty directory every cell is not started, each
+    naming what it waits for; a reader that stops early (`| head`) is no error."""
+    command = [sys.executable, "-m", "nmtbench", "status", "--configfile",
+               str(ROOT / "config" / "paper.yaml"), "--root", str(ROOT), "--directory",
+               str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    cells = [x for x in result.stdout.splitlines() if x.startswith("- ") and " (seed " in x]
+    assert len(cells) > 400
+    assert all("): not started: waits for " in x for x in cells)
+    head = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head.stdout.readline()
+    head.stdout.close()  # as `head -1` does
+    assert head.wait(timeout=120) == 0
+    assert head.stderr.read() == b""
