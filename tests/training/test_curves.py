@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from killed_training import train_until_killed
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
@@ -27,10 +28,6 @@ TINY_PRETRAINING = {"d_model": 32, "ffn_dim": 64, "n_heads": 2, "layers": 2, "ma
                     "heldout_sentences": 20, "log_interval": 1}
 NAMED = ("train/loss", "train/grad_norm", "train/lr", "train/tokens_per_second", "lr/all",
          "valid/loss", "valid/best_loss", "valid/bleu")
-
-
-class Killed(Exception):
-    """Stands for SIGKILL: the process state is lost, only what is on disk survives."""
 
 
 def events(directory: Path) -> dict[str, list[tuple[int, float]]]:
@@ -94,16 +91,7 @@ def test_a_resumed_runs_curves_are_not_doubled(toy_paths, tmp_path):
     run = tmp_path / "run"
     crashing = Trainer(run, CFG, toy_paths, device="cpu")
     kill_at = len(crashing.train_data.batches(CFG["max_tokens"])) + 6  # after the save at 4k
-    original_step = crashing._train_step
-
-    def step_then_maybe_die(indices):
-        if crashing.step == kill_at:
-            raise Killed
-        return original_step(indices)
-
-    crashing._train_step = step_then_maybe_die
-    with pytest.raises(Killed):
-        crashing.run()
+    train_until_killed(crashing, kill_at)
     saved = checkpoints.load(run / "checkpoints" / "last.pt")["step"]
     assert saved < kill_at
     # the killed process wrote the steps after its checkpoint: the resumed one makes them again

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import torch
+from killed_training import train_until_killed
 from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
 from nmtbench.errors import InputError
@@ -35,10 +36,6 @@ def test_update_k_uses_the_rate_after_k_minus_1_updates(toy_paths, tmp_path):
     assert rates[3] == pytest.approx(inverse_sqrt_lr(2, cfg))
 
 
-class Killed(Exception):
-    """Stands for SIGKILL: the process state is lost, only what is on disk survives."""
-
-
 def test_resumed_run_ends_with_identical_weights(toy_paths, tmp_path):
     torch.set_num_threads(1)
     straight = Trainer(tmp_path / "straight", CFG, toy_paths, device="cpu")
@@ -48,16 +45,7 @@ def test_resumed_run_ends_with_identical_weights(toy_paths, tmp_path):
     steps_per_epoch = len(crashing.train_data.batches(CFG["max_tokens"]))
     kill_at = steps_per_epoch + 6  # mid-epoch 2, two steps after the save at a multiple of 4
     assert kill_at % CFG["save_interval_updates"] != 0
-    original_step = crashing._train_step
-
-    def step_then_maybe_die(indices):
-        if crashing.step == kill_at:
-            raise Killed
-        return original_step(indices)
-
-    crashing._train_step = step_then_maybe_die
-    with pytest.raises(Killed):
-        crashing.run()
+    train_until_killed(crashing, kill_at)
     saved = checkpoints.load(tmp_path / "resumed" / "checkpoints" / "last.pt")
     assert saved["step"] < kill_at  # the steps after the last save are really lost
 
