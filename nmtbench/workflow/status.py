@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmtbench import layout
+from nmtbench import layout, provenance
 from nmtbench.records import is_number
 from nmtbench.workflow.config import as_json
 from nmtbench.workflow.metric_registry import METRICS
@@ -111,7 +111,8 @@ class Status:
     def _run(self, dataset: str, run: str, seed: int) -> State:
         run_dir = self.root / layout.RUN.format(dataset=dataset, run=run, seed=seed)
         summary = run_dir / layout.TRAIN_SUMMARY_NAME
-        inputs = _files(self.plan.run_paths(dataset, run, seed))
+        inputs = [str(p) for p in provenance.input_paths(self.plan.run_paths(dataset, run,
+                                                                              seed)).values()]
         if summary.is_file():
             return self._trained(run_dir, summary, inputs, dataset, run, seed)
         train_log = run_dir / layout.TRAIN_LOG_NAME
@@ -208,12 +209,6 @@ def failed_jobs(log_dir: Path) -> dict[str, str]:
             for output in filter(None, block.get("output", "").split(", ")):
                 failed[output] = job_log
     return failed
-
-
-def _files(paths: dict[str, Any]) -> list[str]:
-    """The paths a run's `run_paths` record names, nested groups flattened."""
-    return [p for v in paths.values()
-            for p in (_files(v) if isinstance(v, dict) else [v] if isinstance(v, str) else [])]
 
 
 def _key(path: Path) -> tuple[int, int]:
