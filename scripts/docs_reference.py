@@ -261,7 +261,9 @@ def methods_section(s: Schema) -> str:
         schema = s.defs["methods"][name]
         lines = [f"Class `{info.cls}`.",
                  "Decoding: " + ", ".join(f"`{d}`" for d in info.decodings)
-                 + (" (the first is the default)." if len(info.decodings) > 1 else ".")]
+                 + (" (the first is the default)." if len(info.decodings) > 1 else "."),
+                 "Loss terms (`loss_weights`' keys): "
+                 + ", ".join(f"`{t}`" for t in info.loss_terms) + "."]
         lines += [f"Refuses the trainer setting `{key}`: {cell(why)}."
                   for key, why in info.unread.items()]
         parts.append(f"### {name}\n\n" + " ".join(lines) + "\n\n"

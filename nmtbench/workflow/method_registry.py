@@ -20,6 +20,7 @@ SOFT_TARGETS = "x-soft-targets"
 CLASS = "x-class"  # "module:Class" of the method
 NOT_BUILT = "x-not-built"  # a setting's values that the papers use and no code serves yet
 UNREAD = "x-unread"  # a method's entry: trainer settings it does not read -> why
+LOSS_TERMS = "x-loss-terms"  # a method's entry: the loss terms its models can give
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class MethodInfo:
     defaults: dict[str, Any] = field(default_factory=dict)  # its settings' defaults
     not_built: dict[str, frozenset] = field(default_factory=dict)  # setting -> values no
     # code serves yet (`x-not-built`): an experiment using one is not implemented
+    loss_terms: tuple[str, ...] = ()  # the terms `loss_weights` may weigh (`x-loss-terms`)
 
 
     def decoding(self, settings: Mapping[str, Any], where: str) -> str:
@@ -59,6 +61,7 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
     for name, schema in definitions["methods"].items():
         properties = schema["properties"]
         unread = schema.get(UNREAD, {})
+        terms = tuple(schema[LOSS_TERMS])
         infos[name] = MethodInfo(
             name=name,
             keys=frozenset(properties),
@@ -67,8 +70,9 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
                               if CHECKPOINT_SIDE in spec},
             parent_runs=tuple(key for key, spec in {**trainer, **properties}.items()
                               if spec.get(PARENT_RUN) and key not in unread),
-            schema={"type": "object", "properties": {**trainer, **properties},
-                    "$defs": definitions},
+            schema={"type": "object", "$defs": definitions, "properties": {
+                **trainer, **properties,
+                "loss_weights": _weighing(properties["loss_weights"], name, terms)}},
             soft_targets_from=tuple(key for key, spec in properties.items()
                                     if spec.get(SOFT_TARGETS)),
             unread=dict(unread),
@@ -76,8 +80,18 @@ def method_infos(definitions: dict[str, Any]) -> dict[str, MethodInfo]:
             defaults={key: spec["default"] for key, spec in properties.items()
                       if "default" in spec},
             not_built={key: frozenset(spec[NOT_BUILT]) for key, spec in properties.items()
-                       if NOT_BUILT in spec})
+                       if NOT_BUILT in spec},
+            loss_terms=terms)
     return infos
+
+
+def _weighing(spec: dict[str, Any], method: str, terms: tuple[str, ...]) -> dict[str, Any]:
+    """`loss_weights`' schema, its keys the method's terms only: the trainer weighs the terms a
+    model gives, so a weight of any other name (a typo) would weigh nothing, silently."""
+    known = {"enum": list(terms), "x-message": f"{{instance!r}} is not a loss term of method "
+             f"{method!r} (its terms: {', '.join(terms)})"}
+    names = [spec["propertyNames"], known] if "propertyNames" in spec else [known]
+    return {**spec, "propertyNames": {"allOf": names}}
 
 
 @functools.cache

@@ -94,6 +94,17 @@ def test_the_class_is_where_the_entry_says_and_its_settings_are_the_entry(name):
     assert decoded == set(method.decodings), f"CASES[{name!r}] must cover every decoding"
 
 
+@pytest.mark.parametrize("name", list(METHODS))
+def test_the_loss_terms_the_entry_declares_are_those_its_models_give(name, tiny_berts):
+    """Planning refuses a `loss_weights` key outside `x-loss-terms` without building a model:
+    the declared terms must be the ones the method's models give, over all its cases."""
+    given = set()
+    for variant in cases_of(name):
+        model = build(name, variant, tiny_berts).train()
+        given |= set(model.losses(tiny_batch(model), Progress(0, 10)).terms)
+    assert given == set(METHODS[name].loss_terms)
+
+
 def test_a_settings_default_is_a_fresh_copy():
     """Mutable defaults (loss weights, lists) are not shared between settings objects."""
     settings = get_method("deep-fusion").settings

@@ -255,6 +255,16 @@ def _experiment(c, **settings):
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(loss_weights={"bidi": 0.3}),
      "config key 'datasets.toy.overrides.bert-kd.loss_weights': 'bidi': alpha weighs the "
      "terms bidi and tokens; set alpha"),
+    # a weight of a term the method's models do not give would weigh nothing (a typo)
+    (lambda c: _experiment(c, loss_weights={"token": 0.5}),
+     "config key 'experiments.transformer-tiny.loss_weights': 'token' is not a loss term of "
+     "method 'transformer' (its terms: tokens)"),
+    (lambda c: c["defaults"].update(loss_weights={"length": 0.5}),
+     "config key 'defaults.loss_weights': 'length' is not a loss term of method "
+     "'transformer' (its terms: tokens)"),
+    (lambda c: c["datasets"]["toy"]["overrides"]["cmlm"].update(loss_weights={"lenght": 1}),
+     "config key 'datasets.toy.overrides.cmlm.loss_weights': 'lenght' is not a loss term of "
+     "method 'cmlm' (its terms: tokens, length)"),
     # a vocabulary is a checkpoint's name: checked where it is planned, not in a job
     (lambda c: c["datasets"]["toy"]["overrides"]["bert-kd"].update(vocabulary="a b;c"),
      "run toy/bertkd-kd-deen, vocabulary (src): checkpoint 'a b;c' is neither a hub name nor "
