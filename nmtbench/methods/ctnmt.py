@@ -31,9 +31,11 @@ examples/ctnmt; the authors' employer), and say where we differ:
   `distill_reduction: mean` reads as a mean over the dimensions (d times weaker). It is summed
   over real source positions and, like the token loss, divided by the batch's target tokens
   (neurst divides it by the source tokens: the same up to the source/target length ratio);
-- the slanted triangle's points are neurst's RateScheduledOptimizer's, T0 = 10,000 and
-  T = 20,000 updates (the formula is cut from our copy of the paper; Howard and Ruder's slanted
-  triangular rates, which it cites, have the same shape). neurst multiplies the BERT's
+- the slanted triangle ends where neurst's RateScheduledOptimizer freezes the BERT, T = 20,000
+  updates, and peaks at T0 = 2,000: the formula is cut from our copy of the paper, whose text
+  asks for "a short increase" and "a long decay" after Howard and Ruder's slanted triangular
+  rates, whose increase is the first tenth (cut_frac 0.1); neurst's own peak, 10,000, would
+  make the two halves equal. neurst multiplies the BERT's
   gradients by rho before Adam, which Adam's normalisation largely undoes; we multiply the
   BERT's learning rate, the rate schedule the paper describes;
 - a student narrower than the BERT is compared through a linear map to the BERT's width (no

@@ -24,6 +24,7 @@ from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
 from nmtbench.workflow.papers import BLEU, EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
 from nmtbench.workflow.plan import Plan, generated
+from nmtbench.workflow.plan.settings import PER_UPDATE
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
@@ -31,10 +32,10 @@ from nmtbench.workflow.train_settings import TrainConfig
 
 # `published_back_translations: true`: trained with a published back-translated corpus (a dataset
 # holding one serves it)
-# `tokens_per_update`: the update's size in target tokens, all GPUs together; the plan derives
-# `update_freq` from it and the train rule's GPUs (Plan.update_freq), so the trainer never sees it
+# `tokens_per_update`, `sentences_per_update`: the update's size, all GPUs together; the plan
+# derives `update_freq` from it and the train rule's GPUs (Plan.update_freq)
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "published_back_translations",
-                            "tokens_per_update"}
+                            *PER_UPDATE}
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
              "or digit: it becomes part of file paths and commands")
@@ -410,9 +411,10 @@ def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: d
     for key in settings:
         _check_key(key, info, where)
     info.decoding(settings, where)
-    wanted = settings.get("tokens_per_update", 1)
-    if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
-        raise InputError(f"{where}.tokens_per_update': {wanted!r} is not a positive integer")
+    for key in PER_UPDATE:
+        wanted = settings.get(key, 1)
+        if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+            raise InputError(f"{where}.{key}': {wanted!r} is not a positive integer")
     check_against(info.schema, {k: v for k, v in settings.items()
                                  if k not in SETTINGS_OUTSIDE_TRAINER}, where)
     if bad := _non_finite(settings):  # a paper's own settings: the config's are checked

@@ -45,8 +45,27 @@ def test_the_recipes_are_derived_from_the_config(paper_plan):
     assert abnet.ours["tokens_per_update"] == 4096 and "tokens_per_update" in abnet.differs
     assert abnet.ours["average_last"] == 10 and "average_last" not in abnet.differs
     student = runs[("bertkd-kd-deen", "iwslt14-de-en")]
-    assert student.ours["tokens_per_update"] == 6000 and student.differs == ["stopping"]
-    assert runs[("bertkd-teacher-mbert", "wmt14-en-de")].ours["beam"] is None  # never decoded
+    assert student.ours["tokens_per_update"] == 6000 and student.differs == []
+    assert student.ours["stopping"] == "updates" and student.ours["updates"] == 100000
+    teacher = runs[("bertkd-teacher-mbert", "wmt14-en-de")]
+    assert teacher.ours["beam"] is None  # never decoded
+    assert teacher.ours["tokens_per_update"] == 512000 and teacher.differs == []
+
+
+def test_every_paper_run_decodes_the_average_of_its_last_10(paper_plan):
+    """AB-Net's rows average their last 10 checkpoints; the rows they are compared with (and
+    every other paper run, whose papers are silent) decode on the same terms."""
+    decoded = [r for r in run_recipes(paper_plan) if r.ours["beam"] is not None]
+    assert decoded and {r.ours["average_last"] for r in decoded} == {10}
+
+
+def test_the_paper_runs_stop_as_their_papers_do(paper_plan):
+    """No patience but CTNMT's (its public code's early stop), its baseline's with it; deep
+    fusion's CTNMT rows train as deep fusion's other rows."""
+    runs = run_recipes(paper_plan)
+    patient = {r.experiment for r in runs if r.ours["stopping"].startswith("patience")}
+    assert patient and all(e.startswith("ctnmt-") for e in patient)
+    assert "ctnmt-transformer-base" in patient
 
 
 def test_changing_a_recipe_key_in_a_copy_of_the_config_fails(tmp_path):
@@ -69,7 +88,7 @@ def test_gpus_of_the_train_rule_multiply_the_batch(tmp_path):
 
 
 def test_a_deviation_where_nothing_differs_is_stale(tmp_path):
-    applied = {"experiments": {"bertfused-iwslt": {"max_updates": 150000}}}
+    applied = {"recipe_deviations": {"bertfused-iwslt": {"updates": "150,000 is too long"}}}
     changed = _plan(_copy_with(tmp_path, applied))
     assert unexplained(changed, run_recipes(changed)) == [
         "config key 'recipe_deviations.bertfused-iwslt.updates': bertfused-iwslt follows its "
@@ -120,4 +139,32 @@ def test_a_tokens_per_update_that_is_no_count_is_refused(tmp_path, value):
     with pytest.raises(InputError, match=r"^config key 'experiments\.bertkd-transformer-base"
                                          r"\.tokens_per_update': \S+ is not a positive "
                                          "integer$"):
+        _plan(extra)
+
+
+@pytest.mark.parametrize("gpus, update_freq", [(0, 32), (1, 32), (4, 8), (8, 4), (3, 11)])
+def test_sentences_per_update_are_kept_on_any_number_of_gpus(tmp_path, gpus, update_freq):
+    """Deep fusion's En-De update: 64 sentences x 4 accumulated x 8 V100s = 2,048 sentences,
+    accumulated over as many 64-sentence batches as the train rule's GPUs leave."""
+    plan = _plan(_copy_with(tmp_path, {"resources": {"train": {"gpu": gpus}}}))
+    settings = plan.train_settings("wmt14-en-de", "deepfusion-m2")
+    assert settings["update_freq"] == update_freq and "sentences_per_update" not in settings
+    (run,) = [r for r in run_recipes(plan)
+              if (r.experiment, r.dataset) == ("deepfusion-m2", "wmt14-en-de")]
+    assert run.ours["sentences_per_update"] == 64 * update_freq * max(gpus, 1)
+    assert ("sentences_per_update" in run.differs) == (gpus == 3)
+
+
+def test_sentences_per_update_without_a_sentence_batch_is_one_line(tmp_path):
+    extra = _copy_with(tmp_path, {"experiments": {"deepfusion-m2": {"max_sentences": 0}}})
+    with pytest.raises(InputError, match=r"^deepfusion-m2 on wmt14-en-de: sentences_per_update "
+                                         r"2048 needs max_sentences above 0, the batch it "
+                                         "accumulates$"):
+        _plan(extra)
+
+
+def test_an_update_sized_twice_is_one_line(tmp_path):
+    extra = _copy_with(tmp_path, {"experiments": {"deepfusion-m2": {"tokens_per_update": 8192}}})
+    with pytest.raises(InputError, match=r"^deepfusion-m2 on wmt14-en-de: tokens_per_update and "
+                                         "sentences_per_update are both set"):
         _plan(extra)

@@ -7,9 +7,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from nmtbench.errors import InputError
 from nmtbench.workflow.decode_settings import DecodeSettings
 from nmtbench.workflow.plan.cells import NOT_TRAINING
 from nmtbench.workflow.train_settings import TrainConfig
+
+# An update's size as a paper gives it -> the batch setting whose multiple it is: the plan turns
+# it into `update_freq` for the train rule's GPUs, so the trainer never sees it
+PER_UPDATE = {"tokens_per_update": "max_tokens", "sentences_per_update": "max_sentences"}
 
 
 class ExperimentSettings:
@@ -67,19 +72,27 @@ class ExperimentSettings:
             settings.update(self._mapped_size(dataset, experiment, settings))
             # an experiment's `tgt_bert: null` means no such checkpoint: nothing fills it
             settings.update({role: None for role in roles if role in spec and spec[role] is None})
-        if wanted := settings.pop("tokens_per_update", None):
-            settings["update_freq"] = self.update_freq(settings, wanted)
+        wanted = {key: settings.pop(key) for key in PER_UPDATE if settings.get(key)}
+        if len(wanted) > 1:
+            raise InputError(f"{experiment} on {dataset}: tokens_per_update and "
+                             "sentences_per_update are both set; an update is sized by one")
+        for key, count in wanted.items():
+            if not settings.get(PER_UPDATE[key]):  # max_sentences 0: no batch to multiply
+                raise InputError(f"{experiment} on {dataset}: {key} {count} needs "
+                                 f"{PER_UPDATE[key]} above 0, the batch it accumulates")
+            settings["update_freq"] = self.update_freq(settings, key, count)
         if seed is not None:
             settings["seed"] = seed
         return settings
 
-    def update_freq(self, settings: dict[str, Any], tokens_per_update: int) -> int:
-        """The batches each process accumulates so that an update holds `tokens_per_update`
-        tokens (at least) on the train rule's GPUs (`resources.train.gpu`, one process each):
-        a paper's batch kept on fewer GPUs than it had, as fairseq's --update-freq keeps it."""
+    def update_freq(self, settings: dict[str, Any], key: str, count: int) -> int:
+        """The batches each process accumulates so that an update holds `count` tokens
+        (`key` tokens_per_update) or sentences (sentences_per_update), at least, on the train
+        rule's GPUs (`resources.train.gpu`, one process each): a paper's batch kept on fewer
+        GPUs than it had, as fairseq's --update-freq keeps it."""
         gpus = max(1, int(self.config["resources"]["train"]["gpu"]))
-        per_batch = TrainConfig.from_dict(settings).max_tokens * gpus
-        return max(1, math.ceil(tokens_per_update / per_batch))
+        per_batch = getattr(TrainConfig.from_dict(settings), PER_UPDATE[key]) * gpus
+        return max(1, math.ceil(count / per_batch))
 
     def _mapped_size(self, dataset: str, experiment: str,
                      settings: dict[str, Any]) -> dict[str, str]:
