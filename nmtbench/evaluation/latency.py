@@ -24,8 +24,7 @@ from nmtbench.errors import InputError
 from nmtbench.evaluation.translate import load_run_model, search_settings, translate_lines
 from nmtbench.fileio import read_lines, write_json
 from nmtbench.workflow.decode_settings import DecodeSettings
-
-WARMUP = 5
+from nmtbench.workflow.metric_registry import LATENCY_WARMUP as WARMUP
 
 
 def per_item_ms(calls: Sequence[Callable[[Any], object]], items: Sequence[Any], warmup: int,
@@ -62,7 +61,7 @@ class Decoder:
         self.run_dir = str(run_dir)
         self.model, self.src_tok, self.tgt_tok, _ = load_run_model(
             run_dir, settings.checkpoint, settings.average_last, device)
-        self.search = search_settings(self.model, settings)
+        self.search = search_settings(self.model, settings, run_dir)
 
     def __call__(self, lines: list[str], batch_size: int = 1) -> list[str]:
         return translate_lines(self.model, self.src_tok, self.tgt_tok, lines,
@@ -86,8 +85,10 @@ def measure_latency(run_dir: str | Path, src_path: str | Path, out_path: str | P
     """Latency of the run (and of the baseline run, for the speedup) on the first
     `sentences` test sentences after WARMUP more; write the JSON record to out_path."""
     lines = read_lines(src_path)
-    if len(lines) < WARMUP + 1:
-        raise InputError(f"{src_path}: {len(lines)} lines; latency needs more than {WARMUP}")
+    if len(lines) < WARMUP + sentences:  # fewer timed would read as another measurement
+        raise InputError(f"{src_path}: {len(lines)} lines, fewer than the {WARMUP} warm-up and "
+                         f"{sentences} timed sentences asked for (--sentences: the workflow's "
+                         "config key 'analysis.latency_sentences')")
     lines = lines[: WARMUP + sentences]
     decoders = [Decoder(run_dir, settings, device)]
     if baseline_dir is not None:

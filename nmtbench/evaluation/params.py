@@ -87,7 +87,8 @@ def check_builds(plan: Plan, only: Collection[tuple[str, str]] | None = None,
     a setting no model can be built with (a shape, a group size that does not divide the
     pre-trained model's layers, a rate schedule out of order...) is one line naming the run
     before any job starts, not when its job does; and warm-start each from the runs whose
-    weights it loads (`check_warm_start`). A run on a checkpoint whose architecture is
+    weights it loads (`check_warm_start`), and check the decodings of each against its
+    sizes (`DecodeSettings.refusal`). A run on a checkpoint whose architecture is
     unknown until it is downloaded is left to its job. Returns how many runs built, and the
     runs left."""
     models: dict[tuple[str, str], Model] = {}
@@ -113,6 +114,12 @@ def check_builds(plan: Plan, only: Collection[tuple[str, str]] | None = None,
                 left.append(f"{dataset}/{run}")
                 continue
             built += 1
+        for cell in dict.fromkeys(c for c in plan.cells() if (c.dataset, c.run) in models
+                                  and c.tag is not None):
+            built_model = models[cell.dataset, cell.run]
+            if refusal := plan.decode_for_tag(cell.tag).refusal(
+                    built_model.tgt_vocab.size, getattr(built_model, "max_length", None)):
+                raise InputError(f"run {cell.dataset}/{cell.run} ({cell.experiment}): {refusal}")
     return built, left
 
 

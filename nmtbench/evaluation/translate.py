@@ -181,8 +181,13 @@ def translate_lines(model: Model, src_tok: Any, tgt_tok: Any, lines: list[str], 
     return hyps
 
 
-def search_settings(model: Model, settings: DecodeSettings) -> dict[str, Any]:
-    """The decoding settings that apply to the model's search (the others are ignored)."""
+def search_settings(model: Model, settings: DecodeSettings, run_dir: str | Path
+                    ) -> dict[str, Any]:
+    """The decoding settings that apply to the model's search (the others are ignored), once
+    they are known to make sense for the model (`DecodeSettings.refusal`)."""
+    if refusal := replace(settings, decoding=model.decoding).refusal(
+            model.tgt_vocab.size, getattr(model, "max_length", None)):
+        raise InputError(f"{run_dir}: {refusal}")
     return settings.search(parallel=model.decoding == "nat")
 
 
@@ -201,6 +206,7 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
         lines = lines[:max_lines]
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, settings.checkpoint,
                                                 settings.average_last, device)
+    search_settings(model, settings, run_dir)
     start = time.perf_counter()
     hyps = translate_lines(model, src_tok, tgt_tok, lines, progress=f"decode {src_path}",
                            source=str(src_path), **settings.as_dict())

@@ -287,7 +287,7 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
         _check_train_pairs(config, plan, dataset, run)
-    _check_averaging(plan)
+    _check_decoding(plan)
 
 
 def _check_train_pairs(config: dict[str, Any], plan: Plan, dataset: str, run: str) -> None:
@@ -301,11 +301,14 @@ def _check_train_pairs(config: dict[str, Any], plan: Plan, dataset: str, run: st
                          f"'datasets.{dataset}.world.train_pairs')")
 
 
-def _check_averaging(plan: Plan) -> None:
-    """A requested decoding that averages the last k epoch checkpoints needs a run that
-    trains and keeps k of them; found when the decode job starts, after the training,
-    otherwise."""
+def _check_decoding(plan: Plan) -> None:
+    """Each requested decoding makes sense (`DecodeSettings.refusal`: what the model's sizes
+    decide is checked when the workflow starts), and one that averages the last k epoch
+    checkpoints has a run that trains and keeps k of them; found when the decode job starts,
+    after the training, otherwise."""
     for cell in dict.fromkeys(c for c in plan.cells() if c.run is not None and c.tag is not None):
+        if refusal := plan.decode_for_tag(cell.tag).refusal():
+            raise InputError(f"run {cell.dataset}/{cell.run} ({cell.experiment}): {refusal}")
         average = plan.decode_for_tag(cell.tag).average_last
         trainer = TrainConfig.from_dict(plan.train_settings(cell.dataset, cell.run))
         kept = min(trainer.max_epochs, trainer.keep_last_epochs)

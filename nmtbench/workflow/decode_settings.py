@@ -53,6 +53,25 @@ class DecodeSettings:
                 "checkpoint": (f"average_last_{self.average_last}" if self.average_last
                                else self.checkpoint)}
 
+    def refusal(self, target_vocab: int | None = None, max_length: int | None = None
+                ) -> str | None:
+        """Why these settings cannot decode sensibly, naming the decode key, or None. With the
+        model's target vocabulary size and longest predicted length where known (in a job,
+        or built from configs when the workflow starts): a beam wider than the vocabulary
+        is memory no search needs, and mask-predict cuts its length candidates to the
+        lengths the model predicts, so the tag would name a search that never ran."""
+        if self.decoding == "at" and self.max_len_a == 0 and self.max_len_b == 0:
+            return ("decode keys 'max_len_a' and 'max_len_b' are both 0: every hypothesis "
+                    "would be empty")
+        if self.decoding == "at" and target_vocab is not None and self.beam > target_vocab:
+            return (f"decode key 'beam' {self.beam} is wider than the target vocabulary "
+                    f"({target_vocab} tokens): every step would score beam x vocabulary = "
+                    f"{self.beam * target_vocab:,} candidates per sentence")
+        if self.decoding == "nat" and max_length is not None and self.length_beam > max_length:
+            return (f"decode key 'length_beam' {self.length_beam} is more than the {max_length} "
+                    "target lengths the model predicts")
+        return None
+
     @property
     def tag(self) -> str:
         """A file-name-safe name for everything that changes the hypotheses: the settings of

@@ -65,6 +65,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 
+# The test sentences a latency job decodes first and does not time (the device warms up)
+LATENCY_WARMUP = 5
+
+
 def _count(value: float) -> str:
     """Parameter counts as the papers print them (74M), exact below a million."""
     if abs(value) >= 1e6:

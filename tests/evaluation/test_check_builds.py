@@ -45,6 +45,14 @@ BAD = {
         "bert-fused", {"d_model": 30, "n_heads": 4}, "d_model 30 is not a multiple of n_heads 4"),
     "top_k above the vocabulary": (
         "bert-kd", {"top_k": 100000}, "top_k 100000 exceeds the target vocabulary"),
+    # decodings the model's sizes rule out: a beam wider than the target vocabulary, more
+    # length candidates than the lengths a NAT model predicts (the search would cut them)
+    "a beam wider than the target vocabulary": (
+        "transformer", {"decode": {"beam": 100000}},
+        "decode key 'beam' 100000 is wider than the target vocabulary"),
+    "length candidates past the longest length": (
+        "cmlm", {"decode": {"length_beam": 1000}},
+        "decode key 'length_beam' 1000 is more than the 255 target lengths the model predicts"),
     "teacher deeper than its BERT (a run no table shows)": (
         "bert-kd-teacher", {"teacher_layers": 5}, "teacher_layers 5: the BERT has 1 layers"),
     "adapter after a layer the BERT lacks": (

@@ -239,6 +239,16 @@ def _experiment(c, **settings):
     (lambda c: c.setdefault("experiments", {}).update({"df": {"method": "deep-fusion",
                                                               "losses": []}}),
      "config key 'experiments.df.losses': [] should be non-empty"),
+    # latency times more test sentences than the toy world has: the job would time fewer
+    (lambda c: c.update(tables=["abnet2020.table1"], analysis={**c["analysis"],
+                                                               "latency_sentences": 500}),
+     "config key 'analysis.latency_sentences': abnet2020.table1 column 'latency' times 500 "
+     "test sentences of dataset 'toy' after 5 warm-up ones, more than its 500 (config key "
+     "'datasets.toy.world.test_pairs')"),
+    # a length cap of 0 tokens: every hypothesis empty
+    (lambda c: c.update(decode={"max_len_a": 0, "max_len_b": 0}),
+     "run toy/transformer-tiny (transformer-base): decode keys 'max_len_a' and 'max_len_b' "
+     "are both 0: every hypothesis would be empty"),
     # averaging more epoch checkpoints than the run keeps: found after training otherwise
     (lambda c: c.update(decode={"average_last": 50}),
      "run toy/transformer-tiny (transformer-base): decode key 'average_last' 50 averages "

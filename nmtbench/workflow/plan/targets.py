@@ -7,7 +7,7 @@ from nmtbench.data.recipes import OPTIONAL_SPLITS, optional_splits
 from nmtbench.data.toyworld import size_key
 from nmtbench.errors import InputError
 from nmtbench.workflow import run_inputs
-from nmtbench.workflow.metric_registry import METRICS
+from nmtbench.workflow.metric_registry import LATENCY_WARMUP, METRICS
 from nmtbench.workflow.papers import Figure
 from nmtbench.workflow.plan.cells import (
     Cell,
@@ -40,6 +40,21 @@ class Targets:
                              f"world makes it with world.{size_key(split)}; a real "
                              "dataset, where its recipe has it)")
 
+    def _check_latency(self, dataset: str, where: str) -> None:
+        """A latency job times `analysis.latency_sentences` test sentences after its warm-up:
+        a toy world's test set, known now, must hold them (a real one's is checked in the
+        job). Fewer timed would be a record the report leaves out as timed otherwise."""
+        datasets = self.config["datasets"]
+        world = datasets[dataset].get("world") or datasets.get(
+            datasets[dataset].get("of"), {}).get("world")
+        wanted = self.config["analysis"]["latency_sentences"]
+        if world is not None and LATENCY_WARMUP + wanted > world["test_pairs"]:
+            raise InputError(f"config key 'analysis.latency_sentences': {where} times {wanted} "
+                             f"test sentences of dataset {dataset!r} after {LATENCY_WARMUP} "
+                             f"warm-up ones, more than its {world['test_pairs']} (config key "
+                             f"'datasets.{datasets[dataset].get('of', dataset)}.world."
+                             "test_pairs')")
+
     def targets(self) -> list[str]:
         """Every run output the requested tables and figures read (rule all's inputs)."""
         files: set[str] = set()
@@ -50,6 +65,8 @@ class Targets:
                     continue
                 col = table.columns[j]
                 self._check_split(cell.dataset, col.split, f"{table.name} column {col.key!r}")
+                if METRICS[col.metric].source == "latency":
+                    self._check_latency(cell.dataset, f"{table.name} column {col.key!r}")
                 for seed in self.seeds:
                     base = baseline.get(j)
                     files.update(self.cell_files(cell, col.split, col.metric, seed, base))
@@ -66,6 +83,9 @@ class Targets:
                 if cell.status != "ok":
                     continue
                 self._check_split(cell.dataset, figure.split, figure.name)
+                if any(METRICS[m].source == "latency" for m in
+                       filter(None, (figure.spec.get("y"), figure.spec.get("y2")))):
+                    self._check_latency(cell.dataset, figure.name)
                 for seed in self.seeds:
                     files.update(self.figure_files(figure, cell, seed))
         for kind in run_inputs.KINDS:  # what the report shows of the runs they learn from
