@@ -14,6 +14,7 @@ import io
 import tarfile
 import threading
 import zipfile
+from collections.abc import Callable
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,6 +46,16 @@ def sentence(lang: str, i: int, n_words: int | None = None) -> str:
 
 def lines(lang: str, count: int, start: int = 0) -> list[str]:
     return [sentence(lang, start + i) for i in range(count)]
+
+
+# The text of one side of a release: (corpus, e.g. "wmt14-de-en"; language; count; first
+# line) -> lines, the same line numbers aligned across a corpus' two languages.
+Text = Callable[[str, str, int, int], list[str]]
+
+
+def fixture_text(corpus: str, lang: str, count: int, start: int = 0) -> list[str]:
+    """The fixture sentences, the same for every corpus."""
+    return lines(lang, count, start)
 
 
 def _text(rows: list[str]) -> bytes:
@@ -97,16 +108,20 @@ def iwslt_xml(rows: list[str], lang: str) -> bytes:
             f'<doc docid="1">\n{segs}</doc>\n</refset>\n</mteval>\n').encode()
 
 
-def iwslt14_archive(path: Path, x: str, tests: list[str], test_size: int = 3) -> None:
+def iwslt14_archive(path: Path, x: str, tests: list[str], test_size: int = 3,
+                    text: Text | None = None, scale: int = 1) -> None:
     pair = f"{x}-en"
+    text = text or fixture_text
     members = {}
     for lang in (x, "en"):
-        rows = lines(lang, IWSLT_TRAIN)
+        rows = text(f"iwslt14-{pair}", lang, IWSLT_TRAIN * scale, 0)
         rows.append(" ".join(["long"] * 200) + " .")  # over 175 words: cleaned away
         rows.append("a" if lang == x else "a b c d e f g")  # ratio 7 > 1.5: cleaned away
         members[f"{pair}/train.tags.{pair}.{lang}"] = iwslt_tags(lang, rows)
         for k, name in enumerate(tests):
-            test_rows = [r.replace("'", "\u2019") for r in lines(lang, test_size, 100 * k)]
+            test_rows = [r.replace("'", "\u2019")
+                         for r in text(f"iwslt14-{pair}", lang, test_size * scale,
+                                       100 * k * scale)]
             members[f"{pair}/IWSLT14.{name}.{pair}.{lang}.xml"] = iwslt_xml(test_rows, lang)
     write_tar(path, members)
 
@@ -136,70 +151,83 @@ def wikitext_archive(path: Path) -> None:
                      "wikitext-103-raw/wiki.test.raw": _text(other)})
 
 
-def build_releases(root: Path) -> None:
-    """Every file of config.yaml's `sources`, small, in the real layout."""
+def build_releases(root: Path, text: Text | None = None, scale: int = 1) -> None:
+    """Every file of config.yaml's `sources`, small, in the real layout: the fixture sentences,
+    or `text`'s (real ones where there are), `scale` times as many of each (Gigaword's
+    validation set aside: it has the 10,000 pairs C-MLM's split samples already)."""
+    text = text or fixture_text
+
+    def rows(corpus: str, lang: str, count: int, start: int = 0) -> list[str]:
+        return text(corpus, lang, count * scale, start * scale)
+
     iwslt14_archive(root / "fairseq/iwslt14/de-en.tgz", "de",
-                    ["TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012"])
+                    ["TED.dev2010", "TEDX.dev2012", "TED.tst2010", "TED.tst2011", "TED.tst2012"],
+                    text=text, scale=scale)
     for x in ("it", "es", "nl"):
         iwslt14_archive(root / f"wit3/{x}/en/{x}-en.tgz", x,
-                        ["TED.dev2010", "TED.tst2010", "TED.tst2011", "TED.tst2012"])
-    for name, count in (("train", 20), ("tst2012", 5), ("tst2013", 4)):
+                        ["TED.dev2010", "TED.tst2010", "TED.tst2011", "TED.tst2012"],
+                        text=text, scale=scale)
+    for name, count, start in (("train", 20, 0), ("tst2012", 5, 0), ("tst2013", 4, 0)):
         for lang in ("en", "vi"):  # published tokenized, with Moses escapes; tst2013 has a BOM
-            rows = [r.replace(",", " ,").replace(".", " .") + " don &apos;t"
-                    for r in lines(lang, count)]
-            data = _text(rows)
+            tokenized = [r.replace(",", " ,").replace(".", " .") + " don &apos;t"
+                         for r in rows("iwslt15-en-vi", lang, count, start)]
+            data = _text(tokenized)
             _write(root / f"stanford/iwslt15.en-vi/{name}.{lang}",
                    b"\xef\xbb\xbf" + data if name == "tst2013" else data)
     statmt = root / "statmt"
     write_tar(statmt / "wmt13/training-parallel-europarl-v7.tgz", {
-        f"training/europarl-v7.{x}-en.{lang}": _text(lines(lang, 10))
+        f"training/europarl-v7.{x}-en.{lang}": _text(rows(f"wmt14-{x}-en", lang, 10))
         for x in ("de", "fr") for lang in (x, "en")})
     write_tar(statmt / "wmt13/training-parallel-commoncrawl.tgz", {
-        f"commoncrawl.{x}-en.{lang}": _text(lines(lang, 6, 10)) for x in ("de", "fr")
-        for lang in (x, "en")})
+        f"commoncrawl.{x}-en.{lang}": _text(rows(f"wmt14-{x}-en", lang, 6, 10))
+        for x in ("de", "fr") for lang in (x, "en")})
     write_tar(statmt / "wmt14/training-parallel-nc-v9.tgz", {
-        f"training/news-commentary-v9.{x}-en.{lang}": _text(lines(lang, 4, 20))
+        f"training/news-commentary-v9.{x}-en.{lang}": _text(rows(f"wmt14-{x}-en", lang, 4, 20))
         for x in ("de", "fr") for lang in (x, "en")})
     write_tar(statmt / "wmt13/training-parallel-un.tgz", {
-        f"un/undoc.2000.fr-en.{lang}": _text(lines(lang, 3, 30)) for lang in ("fr", "en")})
-    write_tar(statmt / "wmt10/training-giga-fren.tar", {
-        f"giga-fren.release2.fixed.{lang}.gz": gzip.compress(_text(lines(lang, 5, 40)))
+        f"un/undoc.2000.fr-en.{lang}": _text(rows("wmt14-fr-en", lang, 3, 30))
         for lang in ("fr", "en")})
-    write_tar(statmt / "wmt14/dev.tgz", {f"dev/newstest2013.{lang}": _text(lines(lang, 7, 50))
-                                    for lang in ("de", "en", "fr")})
+    write_tar(statmt / "wmt10/training-giga-fren.tar", {
+        f"giga-fren.release2.fixed.{lang}.gz":
+            gzip.compress(_text(rows("wmt14-fr-en", lang, 5, 40))) for lang in ("fr", "en")})
+    write_tar(statmt / "wmt14/dev.tgz", {  # one English side for both pairs
+        f"dev/newstest2013.{lang}": _text(rows("wmt14-de-en", lang, 7, 50))
+        for lang in ("de", "en", "fr")})
     write_tar(statmt / "wmt14/test-full.tgz", {
-        f"test-full/newstest2014-{x}en-{role}.{lang}.sgm": sgm(lines(lang, 8, 60),
-                                                               "newstest2014", lang)
+        f"test-full/newstest2014-{x}en-{role}.{lang}.sgm":
+            sgm(rows(f"wmt14-{x}-en", lang, 8, 60), "newstest2014", lang)
         for x in ("de", "fr") for role in ("src", "ref") for lang in (x, "en")})
     data = root / "statmt-data"
     task = data / "wmt16/translation-task"
     write_tar(task / "training-parallel-ep-v8.tgz", {
-        f"training-parallel-ep-v8/europarl-v8.ro-en.{lang}": _text(lines(lang, 9))
+        f"training-parallel-ep-v8/europarl-v8.ro-en.{lang}": _text(rows("wmt16-ro-en", lang, 9))
         for lang in ("ro", "en")})
     write_tar(task / "dev-romanian-updated.tgz", {
-        f"dev/newsdev2016-{pair}-{role}.{lang}.sgm": sgm(lines(lang, 6, 70), "newsdev2016", lang)
+        f"dev/newsdev2016-{pair}-{role}.{lang}.sgm":
+            sgm(rows("wmt16-ro-en", lang, 6, 70), "newsdev2016", lang)
         for pair in ("roen", "enro") for role in ("src", "ref") for lang in ("ro", "en")})
     write_tar(task / "test.tgz", {
-        f"test/newstest2016-{pair}-{role}.{lang}.sgm": sgm(lines(lang, 5, 80), "newstest2016",
-                                                           lang)
+        f"test/newstest2016-{pair}-{role}.{lang}.sgm":
+            sgm(rows("wmt16-ro-en", lang, 5, 80), "newstest2016", lang)
         for pair in ("roen", "enro") for role in ("src", "ref") for lang in ("ro", "en")})
     for lang in ("ro", "en"):
         _write(data / f"rsennrich/wmt16_backtranslations/ro-en/corpus.bt.ro-en.{lang}.gz",
-               gzip.compress(_text(lines(lang, 12, 200))))
+               gzip.compress(_text(rows("wmt16-ro-en", lang, 12, 200))))
     write_zip(root / "opus/OPUS-SETIMES/v2/moses/en-ro.txt.zip",
-              {f"SETIMES.en-ro.{lang}": _text(lines(lang, 8, 300)) for lang in ("ro", "en")})
+              {f"SETIMES.en-ro.{lang}": _text(rows("wmt16-ro-en", lang, 8, 300))
+               for lang in ("ro", "en")})
     task18 = data / "wmt18/translation-task"
     write_tar(task18 / "training-parallel-nc-v13.tgz", {
-        f"training-parallel-nc-v13/news-commentary-v13.zh-en.{lang}": _text(lines(lang, 6))
-        for lang in ("zh", "en")})
+        f"training-parallel-nc-v13/news-commentary-v13.zh-en.{lang}":
+            _text(rows("wmt18-zh-en", lang, 6)) for lang in ("zh", "en")})
     write_tar(task18 / "dev.tgz", {f"dev/newstest2017-enzh-{role}.{lang}.sgm":
-                              sgm(lines(lang, 4, 20), "newstest2017", lang)
+                              sgm(rows("wmt18-zh-en", lang, 4, 20), "newstest2017", lang)
                               for role in ("src", "ref") for lang in ("en", "zh")})
     write_tar(task18 / "test.tgz", {f"test/newstest2018-enzh-{role}.{lang}.sgm":
-                               sgm(lines(lang, 3, 30), "newstest2018", lang)
+                               sgm(rows("wmt18-zh-en", lang, 3, 30), "newstest2018", lang)
                                for role in ("src", "ref") for lang in ("en", "zh")})
     giga = {}
-    for split, count in (("train", 30), ("dev", 10_050), ("test", 5)):
+    for split, count in (("train", 30 * scale), ("dev", 10_050), ("test", 5 * scale)):
         giga[f"org_data/{split}.src.txt"] = _text([f"article {i} about # things"
                                                    for i in range(count)])
         giga[f"org_data/{split}.tgt.txt"] = _text([f"headline {i}" for i in range(count)])
@@ -208,7 +236,7 @@ def build_releases(root: Path) -> None:
     for name, count in (("train", 25), ("val", 5), ("test_2016_flickr", 4)):
         for lang in ("de", "en"):
             _write(root / f"multi30k/{name}.{lang}.gz",
-                   gzip.compress(_text(lines(lang, count, 400)), mtime=0))
+                   gzip.compress(_text(rows("multi30k-de-en", lang, count, 400)), mtime=0))
 
 
 def server_config(root: Path, base_url: str, out: Path, extra: dict | None = None) -> Path:
@@ -252,11 +280,12 @@ def shared_multi30k_release(root: Path) -> dict:
 
 
 class Server:
-    """`http.server` on 127.0.0.1 (a free port) serving a directory, in a thread."""
+    """`http.server` on 127.0.0.1 (`port`, else a free one) serving a directory, in a
+    thread."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, port: int = 0):
         handler = partial(_QuietHandler, directory=str(directory))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
