@@ -36,6 +36,7 @@ else:
 
 onstart:
     hold_workflow_lock()
+    check_hub_at_start()  # a few requests; building every run's model takes longer
     check_builds_at_start()
 
 
@@ -86,6 +87,29 @@ def check_builds_at_start():
     if left:
         print(f"checked the models of {built} runs; {len(left)} are checked when their "
               f"checkpoints are there: {', '.join(left)}", file=sys.stderr)
+
+
+def check_hub_at_start():
+    """Every hub checkpoint this invocation snapshots is there with what a snapshot needs
+    (its config.json, safetensors weights), asked of the hub before the first job, so that a
+    missing one stops the workflow now, not after the jobs before its snapshot
+    (nmtbench.parts.pretrained.check_on_hub)."""
+    try:
+        from nmtbench.parts.pretrained import check_on_hub
+    except ImportError as err:  # jobs may run in --use-conda environments the host lacks
+        print(f"hub check skipped ({err}); each snapshot job checks its checkpoint",
+              file=sys.stderr)
+        return
+    try:
+        jobs = workflow.dag.needrun_jobs()
+    except AttributeError:
+        return
+    try:
+        check_on_hub(sorted({job.wildcards_dict["pretrained"] for job in jobs
+                             if job.rule.name == "snapshot"}))
+    except InputError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        sys.exit(1)
 
 
 def trained_here():

@@ -13,6 +13,7 @@ planned and parameters counted (`python -m nmtbench params`) with no download.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -48,6 +49,9 @@ KNOWN_CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
     "gpt2": ("gpt2", dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
                           n_head=12)),
 }
+
+log = logging.getLogger(__name__)
+
 
 class UnknownArchitecture(InputError):
     """A checkpoint whose architecture is known only once it is downloaded."""
@@ -177,6 +181,42 @@ def freeze(bert: nn.Module, policy: str | bool) -> None:
             p.requires_grad_(False)
 
 
+def lacking(files: list[str]) -> str | None:
+    """What a hub repository of these files lacks for a snapshot (config.json, safetensors
+    weights), or None."""
+    if layout.HF_CONFIG_NAME not in files:
+        return "the hub repository has no config.json"
+    if not any(f.endswith(".safetensors") for f in files):
+        return ("the hub repository has no safetensors weights; convert it and name its local "
+                "directory in config")
+    return None
+
+
+def check_on_hub(names: list[str], timeout: float = 10.0) -> None:
+    """Before any job: each hub checkpoint the workflow will snapshot is on the hub with what
+    a snapshot needs, as the hub's file list says (one line naming the first that is not).
+    Offline (HF_HUB_OFFLINE) or with the hub out of reach, nothing is asked: the snapshot job
+    says what it finds."""
+    import httpx2  # huggingface_hub's HTTP client: its connection errors are its own
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        return
+    api = HfApi()
+    for name in names:
+        try:
+            info = api.model_info(name, timeout=timeout)
+        except RepositoryNotFoundError:
+            raise InputError(f"checkpoint {name!r}: no such repository on the hub "
+                             f"({api.endpoint})") from None
+        except (HfHubHTTPError, httpx2.TransportError, OSError) as err:  # the job will tell
+            log.warning("checkpoint %r: the hub did not answer (%s)", name, type(err).__name__)
+            return
+        if why := lacking([s.rfilename for s in info.siblings or []]):
+            raise InputError(f"checkpoint {name!r}: {why} ({api.endpoint})")
+
+
 def snapshot(name: str, out: str | Path) -> Path:
     """Download the hub checkpoint `name` into `out` (config, tokenizer files, safetensors
     weights), atomically: a failed download leaves nothing at `out`. Offline and missing, one
@@ -190,11 +230,8 @@ def snapshot(name: str, out: str | Path) -> Path:
     try:
         with atomic_directory(out, layout.HF_CONFIG_NAME) as tmp:
             snapshot_download(repo_id=name, local_dir=tmp, allow_patterns=SNAPSHOT_PATTERNS)
-            if not (tmp / layout.HF_CONFIG_NAME).is_file():
-                raise InputError(f"checkpoint {name!r}: the hub repository has no config.json")
-            if not any(tmp.glob("*.safetensors")):
-                raise InputError(f"checkpoint {name!r}: the hub repository has no safetensors "
-                                 "weights; convert it and name its local directory in config")
+            if why := lacking([p.name for p in tmp.iterdir()]):
+                raise InputError(f"checkpoint {name!r}: {why}")
             shutil.rmtree(tmp / ".cache", ignore_errors=True)
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as err:
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
