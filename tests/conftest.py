@@ -55,14 +55,14 @@ def tiny_berts(tmp_path_factory) -> dict[str, str]:
         "decoder_init": str(root / "tgt_bert"), "bert": str(root / "src_bert")}
 
 
-OPT_IN = ("slurm", "real")  # markers whose tests run only where a -m expression names them
+OPT_IN = ("slurm", "real", "rehearsal")  # markers whose tests run only where -m names them
 
 
 def pytest_collection_modifyitems(config, items):
-    """The SLURM test and the hour on real data only where a -m expression names them (`-m
-    slurm`, `-m real`): `-m "not slow"` leaves them out too. Slow tests first: under
-    pytest-xdist the long end-to-end runs start at once and the short tests fill the other
-    cores, instead of the longest run starting last."""
+    """The SLURM test, the hour on real data and the rehearsal only where a -m expression
+    names them (`-m slurm`, `-m real`, `-m rehearsal`): `-m "not slow"` leaves them out too.
+    Slow tests first: under pytest-xdist the long end-to-end runs start at once and the short
+    tests fill the other cores, instead of the longest run starting last."""
     for marker in OPT_IN:
         if marker in config.getoption("markexpr"):
             continue

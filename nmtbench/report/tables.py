@@ -151,6 +151,11 @@ def _preamble(plan: Plan, verdicts: list[Verdict], claims_link: str) -> list[str
     lines = ["# Results", "",
              "Numbers in the tables are measured by this harness (nmtbench) unless marked as the "
              "paper's. Each table's source paper is named under its heading."]
+    if rehearsal := plan.config.get("rehearsal"):
+        lines.append(f"**A rehearsal, not results**: every run trained a handful of updates on a "
+                     "few hundred pairs, from stand-in checkpoints of random weights, at 1/"
+                     f"{rehearsal['width_divisor']} of its widths (docs/rehearsal.md); the "
+                     "numbers only show that every cell is filled.")
     toy = _toy_worlds(plan)
     if toy:
         lines.append(f"Datasets {', '.join(toy)} are generated toy worlds: **toy-world numbers; "
