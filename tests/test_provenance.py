@@ -115,13 +115,13 @@ def test_a_source_longer_than_the_models_positions_is_one_line_naming_it(toy_pat
     """Training drops pairs longer than max_positions (logged); decoding cannot drop a test
     line, so it names the line instead of failing deep in the model."""
     run = tmp_path / "run"
-    Trainer(run, {**CFG, "max_positions": 24}, toy_paths, device="cpu").run()
+    Trainer(run, {**CFG, "max_positions": 32}, toy_paths, device="cpu").run()
     lines = (toy_dir / "test.src").read_text().splitlines()
     src = tmp_path / "test.src"
     src.write_text("\n".join([lines[0], " ".join(lines[:4]), lines[1]]) + "\n")
     with pytest.raises(InputError) as err:
         translate_file(run, src, tmp_path / "hyp.txt", DecodeSettings(beam=2), device="cpu")
     message = str(err.value)
-    assert message.startswith(f"{src}: line 2: ") and "more than the model's 24 positions" \
+    assert message.startswith(f"{src}: line 2: ") and "more than the model's 32 positions" \
         in message and "\n" not in message
     assert not (tmp_path / "hyp.txt").exists()

@@ -91,7 +91,8 @@ class Bitext:
                max_positions: int | None, name: str, src_bos: bool = True) -> Bitext:
         """Encode aligned lines, dropping (and logging) pairs longer than max_positions;
         `src_bos`: whether sources start with [CLS] (`nmtbench.data.tokenization.encode_sources`).
-        No pair left is an error: a model would "finish" training on nothing (0 steps)."""
+        Dropping half the pairs or more is an error: what is left is another corpus than the
+        one the run names (and with none left a model would "finish" training on nothing)."""
         if not src_lines:
             raise InputError(f"{name}: no sentence pairs")
         src = encode_sources(src_tok, src_lines, src_bos)
@@ -100,9 +101,10 @@ class Bitext:
         if max_positions is not None:
             keep = [i for i in keep
                     if len(src[i]) <= max_positions and len(tgt[i]) <= max_positions]
-            if not keep:
-                raise InputError(f"{name}: all {len(src)} pairs are longer than max_positions "
-                                 f"({max_positions} tokens); raise the setting max_positions")
+            if 2 * len(keep) <= len(src):
+                raise InputError(f"{name}: {len(src) - len(keep)} of {len(src)} pairs are "
+                                 f"longer than max_positions ({max_positions} tokens); raise "
+                                 "the setting max_positions")
             if len(keep) < len(src):
                 log.warning("%s: dropped %d of %d pairs longer than %d tokens", name,
                             len(src) - len(keep), len(src), max_positions)

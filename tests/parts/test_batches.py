@@ -45,21 +45,28 @@ def test_long_pairs_are_dropped_and_counted(toy_dir, caplog):
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
     full = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok)
     short = Bitext.load(toy_dir / "train.src", toy_dir / "train.tgt", src_tok, tgt_tok,
-                        max_positions=20)
-    expected = sum(len(s) <= 20 and len(t) <= 20 for s, t in zip(full.src, full.tgt, strict=False))
+                        max_positions=32)
+    expected = sum(len(s) <= 32 and len(t) <= 32 for s, t in zip(full.src, full.tgt, strict=False))
     assert len(short) == expected < len(full)
     assert f"dropped {len(full) - expected} of {len(full)}" in caplog.text
 
 
-def test_a_max_positions_that_drops_every_pair_stops_with_one_line(toy_dir):
-    """max_positions 4 leaves no pair: training would 'finish' after 0 steps; it stops."""
+@pytest.mark.parametrize("max_positions", [4, 12])
+def test_a_max_positions_that_drops_most_pairs_stops_with_one_line(toy_dir, max_positions):
+    """max_positions 4 leaves no pair (training would 'finish' after 0 steps), 12 fewer than
+    half: what is left is not the corpus the run names; it stops."""
     src_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_src"))
     tgt_tok = AutoTokenizer.from_pretrained(str(toy_dir / "tok_tgt"))
+    full = Bitext.load(toy_dir / "valid.src", toy_dir / "valid.tgt", src_tok, tgt_tok)
+    dropped = sum(max(len(s), len(t)) > max_positions for s, t in zip(full.src, full.tgt,
+                                                                       strict=True))
+    assert dropped >= 20  # of 40
     with pytest.raises(InputError) as err:
         Bitext.load(toy_dir / "valid.src", toy_dir / "valid.tgt", src_tok, tgt_tok,
-                    max_positions=4)
-    assert str(err.value) == (f"{toy_dir / 'valid.src'}: all 40 pairs are longer than "
-                              "max_positions (4 tokens); raise the setting max_positions")
+                    max_positions=max_positions)
+    assert str(err.value) == (f"{toy_dir / 'valid.src'}: {dropped} of 40 pairs are longer "
+                              f"than max_positions ({max_positions} tokens); raise the setting "
+                              "max_positions")
 
 
 def test_empty_parallel_files_stop_with_one_line(toy_dir, tmp_path):
