@@ -108,7 +108,8 @@ def test_a_parent_of_another_vocabulary_stops_the_rehearsal_at_planning(tmp_path
     fault = tmp_path / "fault.yaml"
     fault.write_text(yaml.safe_dump({"datasets": {"wmt14-en-de": {"overrides": {
         "transformer-big": {"vocabulary": "joint", "share_embeddings": True}}}}}))
-    result = _start(tmp_path, [*_planning_configs(tmp_path), fault])
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1"}  # as on cluster nodes: no hub asked
+    result = _start(tmp_path, [*_planning_configs(tmp_path), fault], offline)
     line = _stopped_at_planning(tmp_path, result)
     assert re.fullmatch(r"config error: run wmt14-en-de/[\w-]+, init_from "
                         r"wmt14-en-de/transformer-big: .*", line), line
