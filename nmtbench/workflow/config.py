@@ -28,7 +28,7 @@ from nmtbench.workflow.plan.settings import PER_UPDATE
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
-from nmtbench.workflow.train_settings import TrainConfig
+from nmtbench.workflow.train_settings import TrainConfig, batch_refusal
 
 # `published_back_translations: true`: trained with a published back-translated corpus (a dataset
 # holding one serves it)
@@ -287,6 +287,9 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
         _check_train_pairs(config, plan, dataset, run)
+        if refusal := batch_refusal(plan.train_settings(dataset, run)):
+            where = _setting_origin(config, plan, dataset, run, "max_tokens")
+            raise InputError(f"{where}.max_tokens': run {dataset}/{run}: {refusal}")
     _check_decoding(plan)
 
 
@@ -438,6 +441,8 @@ def check_run_settings(settings: dict[str, Any], where: str,
         raise InputError(f"{where}: key 'method': unknown method {method!r}; known: "
                          f"{', '.join(sorted(implemented))}")
     _check_settings(settings, implemented[method], definitions["decode"], f"{where}: key 'run")
+    if refusal := batch_refusal(settings):
+        raise InputError(f"{where}: key 'run.max_tokens': {refusal}")
 
 
 def check_no_aliases(config: dict[str, Any], where: str = "config") -> None:

@@ -49,6 +49,10 @@ class PretrainConfig:
         return cls(**cfg)
 
     def __post_init__(self) -> None:
+        if self.max_tokens < self.max_positions:  # a sentence would be a batch over budget
+            raise InputError(f"pre-training settings max_tokens {self.max_tokens} is less than "
+                             f"max_positions {self.max_positions}: a batch could not hold the "
+                             "longest sentence it keeps")
         if self.mask_replace_prob + self.random_replace_prob > 1:
             raise InputError("pre-training settings mask_replace_prob + random_replace_prob = "
                              f"{self.mask_replace_prob} + {self.random_replace_prob}: they share "

@@ -24,6 +24,17 @@ class TrainConfig:
         return cls(**{k: v for k, v in cfg.items() if k in known})
 
 
+def batch_refusal(cfg: dict[str, Any]) -> str | None:
+    """Why a batch of `max_tokens` cannot hold a pair the run keeps, or None: a pair of up to
+    `max_positions` tokens would be a batch of its own, over the budget (memory the setting
+    was meant to bound)."""
+    tc = TrainConfig.from_dict(cfg)
+    if tc.max_tokens < tc.max_positions:
+        return (f"max_tokens {tc.max_tokens} is less than max_positions {tc.max_positions}: a "
+                "batch could not hold the longest pair the run keeps")
+    return None
+
+
 STOPPING = ("max_epochs", "max_updates", "patience", "divergence_factor")
 # how often a run logs and saves last.pt: neither changes what it learns
 BOOKKEEPING = ("log_interval", "save_interval_updates")

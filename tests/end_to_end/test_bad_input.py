@@ -177,6 +177,9 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
          "--config: key 'run.lrr' is not a setting of the trainer or of method 'transformer'"),
         ('{"method": "cmlm", "src_bert": "x"}',
          "--config: key 'run.src_bert' is not a setting of the trainer or of method 'cmlm'"),
+        ('{"method": "transformer", "max_tokens": 10}',
+         "--config: key 'run.max_tokens': max_tokens 10 is less than max_positions 256: a "
+         "batch could not hold the longest pair the run keeps"),
         ('{"lr": 0.1}', "--config: key 'method' is missing"),
         ('{"method": "transformers"}', "--config: key 'method': unknown method 'transformers'"),
     )},

@@ -286,6 +286,14 @@ def _experiment(c, **settings):
         {"transformer-tiny-500": {"train_pairs": 100000}})),
      "run toy/transformer-tiny-500: train_pairs 100000 is more than the 2000 training pairs of "
      "its toy world (config key 'datasets.toy.world.train_pairs')"),
+    # a batch budget below the longest pair kept: such a pair is a batch over the budget
+    (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(max_tokens=10),
+     "config key 'datasets.toy.overrides.transformer.max_tokens': run "
+     "toy/deepfusion-transformer-12: max_tokens 10 is less than max_positions 256: a batch "
+     "could not hold the longest pair the run keeps"),
+    (lambda c: c["pretraining"]["toy-bert-src"].update(max_tokens=100),
+     "config key 'pretraining.toy-bert-src': pre-training settings max_tokens 100 is less "
+     "than max_positions 256: a batch could not hold the longest sentence it keeps"),
     # more back-translations than the toy world's monolingual text: found in a job otherwise
     (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=20000),
      "experiment 'abnet-bt-mask-predict-2m' on dataset 'toy': bt_sentences 24000 is more than "
