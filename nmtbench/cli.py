@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmtbench import layout
+from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow import decode_settings
@@ -691,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(message)s")
     try:
         _refuse_overlaps(args)
+        if hasattr(args, "device"):  # a GPU the host lacks: said before any work is done
+            resolve_device(args.device)
         args.func(args)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

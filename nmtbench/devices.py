@@ -27,11 +27,15 @@ def resolve_device(name: str) -> torch.device:
     if device is None or device.type not in ("cpu", "cuda"):
         raise InputError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
     if device.type == "cuda":
+        # the workflow plans on a login node that may have no GPU: its jobs find out here
+        asked = f"device {name!r} (--device; in the workflow, config key 'device')"
         if not torch.cuda.is_available():
-            raise InputError(f"device {name!r} requested but CUDA is not available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise InputError(f"device {name!r} requested but this machine has "
-                             f"{torch.cuda.device_count()} GPU(s)")
+            raise InputError(f"{asked}: this host has no CUDA GPU that torch can use; use cpu "
+                             "or auto")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise InputError(f"{asked}: this host has {count} GPU(s), "
+                             f"{', '.join(f'cuda:{i}' for i in range(count))}")
     return device
 
 

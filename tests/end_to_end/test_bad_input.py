@@ -366,6 +366,40 @@ def test_an_unknown_device_is_an_input_error(name: str, message: str) -> None:
     assert str(err.value) == message
 
 
+DEVICE_COMMANDS = {  # every command taking --device, given the files' directory
+    "train": lambda d: ["train", "--run-dir", d / "new", "--config", '{"method": "transformer"}',
+                        *[arg for k in ("train-src", "train-tgt", "valid-src", "valid-tgt",
+                                        "src-tokenizer", "tgt-tokenizer")
+                          for arg in (f"--{k}", d / "text")]],
+    "decode": lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out",
+                         d / "hyp"],
+    "latency": lambda d: ["latency", "--run-dir", d / "run", "--src", d / "text", "--out",
+                          d / "l.json", "--sentences", "1"],
+    "soft-targets": lambda d: ["soft-targets", "--run-dir", d / "run", "--out", d / "s.st",
+                               *[arg for k in ("train-src", "train-tgt", "valid-src",
+                                               "valid-tgt") for arg in (f"--{k}", d / "text")]],
+}
+
+
+@pytest.mark.parametrize("command", DEVICE_COMMANDS)
+def test_a_gpu_the_host_lacks_is_one_line_naming_the_key(files, command, monkeypatch, capsys):
+    """The workflow plans where there may be no GPU, so `device: cuda:7` is found by the job:
+    one line naming the option, the config key and what the host has, before any work."""
+    import torch
+
+    (files / "text").write_text("a b c\n" * 8)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    args = [*map(str, DEVICE_COMMANDS[command](files)), "--device", "cuda:7"]
+    error = "error: device 'cuda:7' (--device; in the workflow, config key 'device'): this host"
+    assert cli.main(args) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"{error} has no CUDA GPU that torch " \
+        "can use; use cpu or auto"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert cli.main(args) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"{error} has 2 GPU(s), cuda:0, cuda:1"
+
+
 def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
     """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
     import argparse
