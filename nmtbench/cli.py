@@ -434,13 +434,13 @@ def cmd_monolingual(args: argparse.Namespace) -> None:
 
     manifest = prepare_monolingual(args.dataset, json_object(args.spec, "--spec"), args.corpus,
                                    args.downloads, args.out, workers=args.workers,
-                                   max_sentences=args.max_sentences)
+                                   max_sentences=args.max_sentences, side=args.side)
     logging.info("prepared %s: %d sentences of %s", args.out, manifest["sentences"], args.corpus)
 
 
 def _monolingual_arguments(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser("monolingual", help="target-side monolingual sentences for "
-                       "back-translation, processed as a real dataset's target side")
+    s = sub.add_parser("monolingual", help="monolingual sentences for back-translation or "
+                       "pre-training, processed as a real dataset's side")
     s.add_argument("--dataset", required=True)
     s.add_argument("--spec", required=True, help="the dataset's config entry as JSON")
     s.add_argument("--corpus", required=True, help="a corpus of nmtbench.data.monolingual.CORPORA, "
@@ -448,6 +448,8 @@ def _monolingual_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--downloads", required=True, help="the directory of <source>/<file>")
     s.add_argument("--out", required=True, help="the sentences, one a line; the manifest goes "
                    "beside it (OUT.manifest.json)")
+    s.add_argument("--side", choices=("src", "tgt"), default="tgt",
+                   help="the side whose language and processing the sentences take")
     s.add_argument("--max-sentences", type=POSITIVE,
                    help="keep only the first N (default: all)")
     s.add_argument("--workers", type=POSITIVE, default=1, help="processes for splitting and "

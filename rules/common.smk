@@ -212,7 +212,8 @@ def monolingual_datasets():
 def monolingual_inputs(wildcards):
     from nmtbench.data.monolingual import download_paths
 
-    return download_paths(dataset_spec(wildcards)["back_translation"]["corpus"])
+    spec = dataset_spec(wildcards)
+    return download_paths(spec["back_translation"]["corpus"], spec["tgt_lang"])
 
 
 # Functions giving a job's options return them as a list of arguments: the rule's shell

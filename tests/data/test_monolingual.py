@@ -1,6 +1,7 @@
-"""The monolingual corpus for back-translation: WikiText-103 raw, laid out as the real zip
+"""The monolingual corpora: WikiText-103 raw for back-translation, laid out as the real zip
 (tests/helpers/release_fixtures.py), comes out as the dataset's target side is prepared
-(sentence-split, Moses-tokenized, lowercased for IWSLT14), headings and blank lines gone;
+(sentence-split, Moses-tokenized, lowercased for IWSLT14), headings and blank lines gone; the
+IWSLT14 training sample, pre-training text, as either side (BPE joined, escapes undone); both
 downloaded and made through the CLI as the workflow's rules run it."""
 
 import hashlib
@@ -13,7 +14,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from release_fixtures import LONG, Server, build_releases, server_config, wikitext_archive
+from release_fixtures import (
+    IWSLT14_SAMPLE,
+    IWSLT14_SAMPLE_FILE,
+    LONG,
+    SHARED_IWSLT14_SAMPLE,
+    Server,
+    build_releases,
+    server_config,
+    shared_iwslt14_sample,
+    wikitext_archive,
+)
 
 from nmtbench.data import monolingual
 from nmtbench.data.download import source_url
@@ -31,6 +42,7 @@ DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 IWSLT14 = {"kind": "iwslt14", "src_lang": "de", "tgt_lang": "en", "lowercase": True}
 MULTI30K = {"kind": "multi30k", "src_lang": "de", "tgt_lang": "en", "lowercase": False}
 CORPUS = "english-wikipedia"
+SAMPLE = "iwslt14-train-sample"
 ZIP = "wikitext/wikitext-103-raw-v1.zip"
 
 # wiki.train.raw of the fixture, as IWSLT14's English side: one sentence a line, "Dr." and
@@ -124,7 +136,7 @@ def test_asking_for_more_sentences_than_there_are_warns(downloads, tmp_path, cap
 
 
 def test_download_paths_and_the_default_configs_source():
-    assert download_paths(CORPUS) == ["data/downloads/wikitext/wikitext-103-raw-v1.zip"]
+    assert download_paths(CORPUS, "en") == ["data/downloads/wikitext/wikitext-103-raw-v1.zip"]
     check_sources("iwslt14-de-en", IWSLT14, CORPUS, DEFAULT["sources"])
     entry = DEFAULT["sources"]["wikitext"]
     assert source_url(entry, "wikitext-103-raw-v1.zip") == \
@@ -135,12 +147,22 @@ def test_download_paths_and_the_default_configs_source():
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: check_sources("iwslt14-de-en", IWSLT14, "german-news", DEFAULT["sources"]),
      "unknown monolingual corpus 'german-news'; known: english-wikipedia"),
-    (lambda: download_paths("german-news"),
-     "unknown monolingual corpus 'german-news'; known: english-wikipedia"),
+    (lambda: download_paths("german-news", "de"),
+     "unknown monolingual corpus 'german-news'; known: english-wikipedia, iwslt14-train-sample"),
     (lambda: check_sources("iwslt14-en-de", {**IWSLT14, "src_lang": "en", "tgt_lang": "de"},
                            CORPUS, DEFAULT["sources"]),
      "dataset 'iwslt14-en-de': the monolingual corpus 'english-wikipedia' is 'en' text, but "
-     "back-translation needs the target language 'de'"),
+     "the target language is 'de'"),
+    (lambda: check_sources("wmt14-en-fr", {"kind": "wmt14", "src_lang": "en", "tgt_lang": "fr"},
+                           SAMPLE, DEFAULT["sources"], side="tgt"),
+     "dataset 'wmt14-en-fr': the monolingual corpus 'iwslt14-train-sample' is 'de' and 'en' "
+     "text, but the target language is 'fr'"),
+    (lambda: check_sources("multi30k-de-en", MULTI30K, SAMPLE,
+                           {k: v for k, v in DEFAULT["sources"].items() if k != "nmt-iwslt"},
+                           side="src"),
+     "config key 'sources.nmt-iwslt.files.iwslt14.tokenized.de-en/lr_samples/first/train.de' "
+     "is missing (the monolingual corpus 'iwslt14-train-sample' of dataset 'multi30k-de-en' "
+     "reads it)"),
     (lambda: check_sources("iwslt14-de-en", IWSLT14, CORPUS,
                            {k: v for k, v in DEFAULT["sources"].items() if k != "wikitext"}),
      "config key 'sources.wikitext.files.wikitext-103-raw-v1.zip' is missing (the monolingual "
@@ -194,6 +216,98 @@ def test_downloaded_from_its_configured_source_and_made_by_the_cli(tmp_path):
     out.unlink()
     result = run_cli(*args, "--corpus", "german-news", cwd=ROOT)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == \
-        "error: unknown monolingual corpus 'german-news'; known: english-wikipedia"
+    assert result.stderr.strip().splitlines()[-1] == ("error: unknown monolingual corpus "
+                                                      "'german-news'; known: english-wikipedia, "
+                                                      "iwslt14-train-sample")
     assert not out.exists()
+
+
+# the fixture's sample (release_fixtures.IWSLT14_SAMPLE) as Multi30k's sides: BPE joined, Moses
+# escapes undone, a segment of two sentences split in two, each one Moses-detokenized and
+# tokenized again by the recipe (which keeps "mom 's" and quotes as its own text has them)
+SAMPLE_SIDES = {
+    "src": ["wir wuchsen auf und spielten – mutter ist aus kap breton .",
+            '" so , da haben sie es . "', "das ist die wahr"],
+    "tgt": ["we grew up playing — mom 's from cape breton , coincidentally .",
+            "so there you go .", "that 's the truth .", "it 's a \" test \" ."],
+}
+
+
+def sample_downloads(folder: Path) -> Path:
+    for lang, rows in IWSLT14_SAMPLE.items():
+        path = folder / "nmt-iwslt" / IWSLT14_SAMPLE_FILE.format(lang=lang)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(("side", "lang"), [("src", "de"), ("tgt", "en")])
+def test_the_iwslt14_sample_comes_out_as_each_side_of_multi30k(tmp_path, side, lang):
+    downloads = sample_downloads(tmp_path / "downloads")
+    out = tmp_path / f"{SAMPLE}.{side}"
+    manifest = prepare_monolingual("multi30k-de-en", MULTI30K, SAMPLE, downloads, out,
+                                   side=side)
+    assert read(out) == SAMPLE_SIDES[side]
+    assert not any(mark in out.read_text() for mark in ("@@", "&apos;", "&quot;"))
+    file = f"nmt-iwslt/{IWSLT14_SAMPLE_FILE.format(lang=lang)}"
+    assert manifest["lang"] == lang and list(manifest["inputs"]) == [file]
+    assert download_paths(SAMPLE, lang) == [f"data/downloads/{file}"]
+    assert manifest["sentences"] == len(SAMPLE_SIDES[side]) and manifest["dropped"] == {}
+
+
+def test_the_iwslt14_sample_goes_through_the_datasets_recipe(tmp_path):
+    """WMT14's recipe normalises punctuation (the dash), IWSLT14's lowercases: the sample
+    takes each dataset's own processing, as its raw text would."""
+    downloads = sample_downloads(tmp_path / "downloads")
+    prepare_monolingual("wmt14-de-en", {"kind": "wmt14", "src_lang": "de", "tgt_lang": "en"},
+                        SAMPLE, downloads, tmp_path / "wmt14.src", side="src")
+    assert read(tmp_path / "wmt14.src")[0] == \
+        "wir wuchsen auf und spielten - mutter ist aus kap breton ."
+    manifest = prepare_monolingual("iwslt14-de-en", IWSLT14, SAMPLE, downloads,
+                                   tmp_path / "iwslt14.tgt")
+    assert read(tmp_path / "iwslt14.tgt") == SAMPLE_SIDES["tgt"]
+    assert manifest["length_filter"] == {"min_len": 1, "max_len": 175}
+
+
+def test_the_iwslt14_sample_is_downloaded_at_its_pins_and_made_by_the_cli(tmp_path):
+    """Both files come through `download` from the loopback server at config.yaml's paths,
+    then `monolingual --side src` makes Multi30k's German side of the German one."""
+    served = tmp_path / "served"
+    build_releases(served)
+    downloads = tmp_path / "data" / "downloads"
+    with Server(served) as server:
+        config = yaml.safe_load(server_config(served, server.url, tmp_path / "server.yaml")
+                                .read_text())
+        source = config["sources"]["nmt-iwslt"]
+        assert set(source["files"]) == set(DEFAULT["sources"]["nmt-iwslt"]["files"])
+        for file, pins in source["files"].items():
+            result = run_cli("download", "--url", source_url(source, file), "--out",
+                             str(downloads / "nmt-iwslt" / file), "--sha256", pins["sha256"],
+                             "--retries", "0", cwd=ROOT)
+            assert result.returncode == 0, result.stderr[-2000:]
+    out = tmp_path / "data" / "multi30k-de-en" / "extra_corpora" / f"{SAMPLE}.src"
+    result = run_cli("monolingual", "--dataset", "multi30k-de-en", "--spec",
+                     json.dumps(MULTI30K), "--corpus", SAMPLE, "--side", "src", "--downloads",
+                     str(downloads), "--out", str(out), cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read(out) == SAMPLE_SIDES["src"]
+
+
+def test_the_sample_is_pinned_at_its_real_url():
+    entry = DEFAULT["sources"]["nmt-iwslt"]
+    assert source_url(entry, IWSLT14_SAMPLE_FILE.format(lang="de")) == (
+        "https://raw.githubusercontent.com/johntzwei/nmt_iwslt/"
+        "7750e75a0379bacdc3ad2f49da883116a69b3691/iwslt14.tokenized.de-en/lr_samples/first/"
+        "train.de")
+
+
+@pytest.mark.skipif(not SHARED_IWSLT14_SAMPLE.is_dir(), reason="../shared/data is absent")
+def test_the_pins_are_the_real_files(tmp_path):
+    """The shared copy (the files at that commit) has the checksums config.yaml pins; its
+    4,600 segments make more sentences, none with a BPE or escape mark left."""
+    assert shared_iwslt14_sample(tmp_path) == DEFAULT["sources"]["nmt-iwslt"]["files"]
+    manifest = prepare_monolingual("multi30k-de-en", MULTI30K, SAMPLE, tmp_path,
+                                   tmp_path / "sample.tgt")
+    text = (tmp_path / "sample.tgt").read_text(encoding="utf-8")
+    assert manifest["paragraphs"] == manifest["sentences"] > 4600
+    assert not any(mark in text for mark in ("@@", "&apos;", "&quot;"))

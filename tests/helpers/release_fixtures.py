@@ -151,6 +151,17 @@ def wikitext_archive(path: Path) -> None:
                      "wikitext-103-raw/wiki.test.raw": _text(other)})
 
 
+# johntzwei/nmt_iwslt's IWSLT14 De-En training sample as prepare-iwslt14.sh writes it: Moses
+# escapes, lowercased, BPE ('@@ ' continuations, also one at a line's end)
+IWSLT14_SAMPLE_FILE = "iwslt14.tokenized.de-en/lr_samples/first/train.{lang}"
+IWSLT14_SAMPLE = {
+    "de": ["wir wuchsen auf und spiel@@ ten – mutter ist aus ka@@ p breton .",
+           "&quot; so , da haben sie es . &quot;", "das ist die wahr@@"],
+    "en": ["we grew up playing — mom &apos;s from cape breton , coinci@@ dentally .",
+           "so there you go . that &apos;s the truth .", "it &apos;s a &quot; test &quot; ."],
+}
+
+
 def build_releases(root: Path, text: Text | None = None, scale: int = 1) -> None:
     """Every file of config.yaml's `sources`, small, in the real layout: the fixture sentences,
     or `text`'s (real ones where there are), `scale` times as many of each (Gigaword's
@@ -237,6 +248,8 @@ def build_releases(root: Path, text: Text | None = None, scale: int = 1) -> None
         for lang in ("de", "en"):
             _write(root / f"multi30k/{name}.{lang}.gz",
                    gzip.compress(_text(rows("multi30k-de-en", lang, count, 400)), mtime=0))
+    for lang, sample in IWSLT14_SAMPLE.items():
+        _write(root / "nmt-iwslt" / IWSLT14_SAMPLE_FILE.format(lang=lang), _text(sample))
 
 
 def server_config(root: Path, base_url: str, out: Path, extra: dict | None = None) -> Path:
@@ -276,6 +289,23 @@ def shared_multi30k_release(root: Path) -> dict:
             files[f"{theirs}.{lang}.gz"] = {
                 "sha256": hashlib.sha256(data).hexdigest(),
                 "md5": hashlib.md5(data, usedforsecurity=False).hexdigest()}
+    return files
+
+
+SHARED_IWSLT14_SAMPLE = ROOT.parent / "shared" / "data" / "iwslt14-de-en" / "bpe10k"
+
+
+def shared_iwslt14_sample(root: Path) -> dict:
+    """The shared copy of the IWSLT14 training sample, uncompressed under `root/nmt-iwslt/` at
+    its path in johntzwei/nmt_iwslt, as config.yaml's `sources.nmt-iwslt` (pins and all)
+    fetches it; returns that source's files."""
+    files = {}
+    for lang in ("de", "en"):
+        data = gzip.decompress((SHARED_IWSLT14_SAMPLE / f"train-sample4600.{lang}.gz")
+                               .read_bytes())
+        file = IWSLT14_SAMPLE_FILE.format(lang=lang)
+        _write(root / "nmt-iwslt" / file, data)
+        files[file] = {"sha256": hashlib.sha256(data).hexdigest()}
     return files
 
 
