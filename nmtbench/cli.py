@@ -600,7 +600,8 @@ def cmd_pretrain(args: argparse.Namespace) -> None:
     settings = json_object(args.settings, "--settings")
     check_pretrain_settings(settings, "--settings")
     _threads(args.threads)
-    summary = pretrain(args.corpus, args.tokenizer, args.out, settings, args.wandb_project)
+    summary = pretrain(args.corpus, args.tokenizer, args.out, settings, args.wandb_project,
+                       train_only=args.train_only)
     logging.info("pre-training finished: held-out %s", summary["heldout"])
 
 
@@ -608,6 +609,8 @@ def _pretrain_arguments(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("pretrain", help="pre-train a tiny BERT or GPT-2 on a monolingual corpus")
     s.add_argument("--corpus", nargs="+", required=True,
                    help="one or more corpora (several: read line by line in turn)")
+    s.add_argument("--train-only", nargs="+", default=[], metavar="CORPUS",
+                   help="corpora read for training only, never held out (several: in turn)")
     s.add_argument("--tokenizer", required=True, help="tokenizer directory (HF format)")
     s.add_argument("--out", required=True)
     s.add_argument("--settings", required=True,
@@ -722,7 +725,7 @@ READS = {
     "train": ("train_src", "train_tgt", "valid_src", "valid_tgt", "src_tokenizer",
               "tgt_tokenizer", "pretrained", "input"),
     "trim": ("checkpoint", "corpus"),
-    "pretrain": ("corpus", "tokenizer"),
+    "pretrain": ("corpus", "train_only", "tokenizer"),
     "decode": ("run_dir", "src"),
     "export": ("run_dir",),
     "evaluate": ("summary", "run_config", "hyp", "ref", "raw_ref", "info"),

@@ -15,6 +15,9 @@ PREPARED_DIR = "data/{dataset}/prepared"
 PREPARED = PREPARED_DIR + "/{file}"  # {split}.{side}, mono.{side}, manifest.json
 MONOLINGUAL = "data/{dataset}/monolingual/mono.tgt"  # a real dataset's, to back-translate
 MONOLINGUAL_MANIFEST = MONOLINGUAL + ".manifest.json"
+# a monolingual corpus's text in a side's language, that a checkpoint pre-trained here reads too
+EXTRA_CORPUS = "data/{dataset}/extra_corpora/{corpus}.{side}"
+EXTRA_CORPUS_MANIFEST = EXTRA_CORPUS + ".manifest.json"
 TOKENIZER_DIR = "data/{dataset}/tokenizer/{side}"
 TOKENIZER = TOKENIZER_DIR + "/tokenizer_config.json"  # marks a trained WordPiece
 HF_CONFIG_NAME = "config.json"  # a Hugging Face checkpoint's: marks a complete one

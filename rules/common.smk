@@ -183,6 +183,14 @@ def monolingual_corpora(dataset, side):
     return [prepared(dataset, f"{part}.{s}") for s in sides]
 
 
+def extra_corpora(spec):
+    """The extra text a `pretraining` entry reads for training (its `extra_corpora`), each
+    corpus in the language of each of its sides."""
+    sides = ("src", "tgt") if spec["side"] == "joint" else (spec["side"],)
+    return [layout.EXTRA_CORPUS.format(dataset=spec["dataset"], corpus=corpus, side=side)
+            for corpus in spec.get("extra_corpora", []) for side in sides]
+
+
 def side_corpora(dataset, side):
     """The training side, plus the monolingual corpus where the dataset has one (toy world)."""
     corpora = [prepared(dataset, f"train.{side}")]
@@ -214,6 +222,12 @@ def monolingual_inputs(wildcards):
 
     spec = dataset_spec(wildcards)
     return download_paths(spec["back_translation"]["corpus"], spec["tgt_lang"])
+
+
+def extra_corpus_inputs(wildcards):
+    from nmtbench.data.monolingual import download_paths
+
+    return download_paths(wildcards.corpus, dataset_spec(wildcards)[f"{wildcards.side}_lang"])
 
 
 # Functions giving a job's options return them as a list of arguments: the rule's shell

@@ -136,6 +136,35 @@ rule prepare_monolingual:
         "--workers {threads:q} > {log:q} 2>&1"
 
 
+# A monolingual corpus's text in the language of a real dataset's side, processed as that side,
+# which a checkpoint pre-trained here reads for training too (pretraining.<name>.extra_corpora).
+rule extra_corpus:
+    input:
+        extra_corpus_inputs,
+    output:
+        text=layout.EXTRA_CORPUS,
+        manifest=layout.EXTRA_CORPUS_MANIFEST,
+    params:
+        spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
+        downloads=DOWNLOADS_DIR,
+    conda:
+        "../envs/text.yaml"
+    log:
+        "logs/data/{dataset}/extra_corpus.{corpus}.{side}.log",
+    wildcard_constraints:
+        dataset=datasets_either(real_datasets()),
+        corpus=NAME,
+    threads: resource("prepare", "threads")
+    resources:
+        mem_mb=resource("prepare", "mem_mb"),
+        runtime=resource("prepare", "runtime"),
+    shell:
+        "python -m nmtbench monolingual --dataset {wildcards.dataset:q} --spec {params.spec:q} "
+        "--corpus {wildcards.corpus:q} --side {wildcards.side:q} "
+        "--downloads {params.downloads:q} --out {output.text:q} "
+        "--workers {threads:q} > {log:q} 2>&1"
+
+
 rule tokenizer:
     wildcard_constraints:
         side=r"src|tgt|joint",  # joint: one vocabulary of both sides (`vocabulary: joint`)

@@ -20,6 +20,7 @@ rule snapshot:
 rule pretrain:
     input:
         corpus=lambda w: monolingual_corpora(pretraining_spec(w)["dataset"], pretraining_spec(w)["side"]),
+        extra=lambda w: extra_corpora(pretraining_spec(w)),  # read for training only
         # the WordPiece trained on the data: the dataset's checkpoint may be this one
         tokenizer=lambda w: layout.TOKENIZER.format(dataset=pretraining_spec(w)["dataset"],
                                                     side=pretraining_spec(w)["side"]),
@@ -29,6 +30,7 @@ rule pretrain:
         out=lambda w, output: os.path.dirname(output[0]),
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
         settings=lambda w: nmtconfig.as_json(nmtconfig.pretrain_settings(pretraining_spec(w))),
+        extra=lambda w, input: ["--train-only", *input.extra] if input.extra else [],
     conda:
         "../envs/models.yaml"
     log:
@@ -44,8 +46,9 @@ rule pretrain:
         runtime=resource("train", "runtime"),
         gpu=resource("train", "gpu"),
     shell:
-        "python -m nmtbench pretrain --corpus {input.corpus:q} --tokenizer {params.tokenizer:q} "
-        "--out {params.out:q} --settings {params.settings:q} --threads {threads:q} > {log:q} 2>&1"
+        "python -m nmtbench pretrain --corpus {input.corpus:q} {params.extra:q} "
+        "--tokenizer {params.tokenizer:q} --out {params.out:q} --settings {params.settings:q} "
+        "--threads {threads:q} > {log:q} 2>&1"
 
 
 rule trim:

@@ -512,7 +512,8 @@ def _pretraining_rows(plan: Plan, pretrained_dir: Path) -> list[dict[str, str]]:
                               keys=("settings",), numbers=PRETRAIN_NUMBERS)
         part = "mono" if generated(plan.config["datasets"], spec["dataset"]) else "train"
         row = {"Checkpoint": name, "Model": spec["model"],
-               "Corpus": f"{spec['dataset']} {part}.{spec['side']}"}
+               "Corpus": " + ".join([f"{spec['dataset']} {part}.{spec['side']}",
+                                     *spec.get("extra_corpora", [])])}
         if summary is None:
             rows.append({**row, "Layers × d": "missing"})
             continue

@@ -159,25 +159,46 @@ def _train(model: torch.nn.Module, batcher: Batcher, train: list[list[int]],
     return step, round(step / max(len(token_batches(order, lengths, cfg.max_tokens)), 1), 2)
 
 
+def _in_turn(corpora: list[str | Path]) -> list[str]:
+    """The corpora's lines, a line of each in turn."""
+    texts = [read_lines(path, allow_empty=False) for path in corpora]
+    return [line for group in zip_longest(*texts) for line in group if line is not None]
+
+
+def split_corpus(corpus: str | Path | list[str | Path], tok: PreTrainedTokenizerBase,
+                 cfg: PretrainConfig, train_only: list[str | Path] | None = None,
+                 ) -> tuple[str, list[list[int]], list[list[int]]]:
+    """The corpus's name, its training and its held-out sentences (the last
+    `heldout_sentences`), encoded. Several corpora (a joint vocabulary's two sides) are read a
+    line of each in turn, so that the held-out sentences come from all of them. The
+    `train_only` corpora (text beyond the dataset's own) go before the training sentences,
+    never among the held-out ones: those stay the dataset's last lines, so a BERT's held-out
+    accuracy compares with that of one pre-trained without them."""
+    corpora = corpus if isinstance(corpus, list) else [corpus]
+    lines = _in_turn(corpora)
+    name = " + ".join(map(str, corpora))
+    if len(lines) <= cfg.heldout_sentences:
+        raise InputError(f"{name}: {len(lines)} lines, not more than heldout_sentences "
+                         f"({cfg.heldout_sentences})")
+    train = _encode(lines[: -cfg.heldout_sentences], tok, cfg.max_positions, name)
+    if train_only:
+        extra = " + ".join(map(str, train_only))
+        train = _encode(_in_turn(train_only), tok, cfg.max_positions, extra) + train
+        name = f"{name}; for training also {extra}"
+    return name, train, _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, name)
+
+
 def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, out: str | Path,
-             settings: dict[str, Any], wandb_project: str | None = None) -> dict[str, Any]:
-    """Pre-train on `corpus` and write model, tokenizer and pretrain_summary.json into `out`,
-    atomically (a killed job leaves no directory that looks finished), with the curves of the
-    training (nmtbench.training.curves; also to W&B where `wandb_project` names a project).
-    Several corpora (a joint vocabulary's two sides) are read a line of each in turn, so that
-    the held-out last sentences come from all of them."""
+             settings: dict[str, Any], wandb_project: str | None = None,
+             train_only: list[str | Path] | None = None) -> dict[str, Any]:
+    """Pre-train on `corpus` (and `train_only`: `split_corpus`) and write model, tokenizer and
+    pretrain_summary.json into `out`, atomically (a killed job leaves no directory that looks
+    finished), with the curves of the training (nmtbench.training.curves; also to W&B where
+    `wandb_project` names a project)."""
     cfg = PretrainConfig.from_dict(settings)
     torch.manual_seed(cfg.seed)
     tok = load_tokenizer(tokenizer_dir)
-    corpora = corpus if isinstance(corpus, list) else [corpus]
-    texts = [read_lines(path, allow_empty=False) for path in corpora]
-    lines = [line for group in zip_longest(*texts) for line in group if line is not None]
-    corpus = " + ".join(map(str, corpora))
-    if len(lines) <= cfg.heldout_sentences:
-        raise InputError(f"{corpus}: {len(lines)} lines, not more than heldout_sentences "
-                         f"({cfg.heldout_sentences})")
-    train = _encode(lines[: -cfg.heldout_sentences], tok, cfg.max_positions, str(corpus))
-    heldout = _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, str(corpus))
+    corpus, train, heldout = split_corpus(corpus, tok, cfg, train_only)
     model = build_model(cfg, tok)
     batcher = Batcher(cfg, tok)
     start = time.perf_counter()

@@ -241,6 +241,7 @@ def _check_pretrained(config: dict[str, Any]) -> None:
             PretrainConfig.from_dict(pretrain_settings(spec))
         except InputError as err:
             raise InputError(f"{where}': {err}") from None
+        _check_extra_corpora(config, spec, f"{where}.extra_corpora'")
     for name, spec in config.get("trimmed", {}).items():
         where = f"config key 'trimmed.{name}"
         if name in config.get("pretraining", {}):
@@ -405,9 +406,34 @@ def _setting_origin(config: dict[str, Any], plan: Plan, dataset: str, experiment
     return "config key 'defaults"
 
 
+def _check_extra_corpora(config: dict[str, Any], spec: dict[str, Any], where: str) -> None:
+    """A pre-training's extra corpora: each known, with text in the language of every side it
+    reads and a download entry for it; a toy world reads its own monolingual corpus."""
+    if not spec.get("extra_corpora"):
+        return
+    dataset = spec["dataset"]
+    if generated(config["datasets"], dataset):
+        raise InputError(f"{where}: dataset {dataset!r} is a toy world, which pre-trains on its "
+                         "own monolingual corpus; remove the key")
+    from nmtbench.data.monolingual import check_sources as check_monolingual  # loads sacremoses
+
+    sides = ("src", "tgt") if spec["side"] == "joint" else (spec["side"],)
+    for corpus in spec["extra_corpora"]:
+        for side in sides:
+            try:
+                check_monolingual(dataset, config["datasets"][dataset], corpus,
+                                  config.get("sources", {}), side)
+            except InputError as err:
+                raise InputError(f"{where}: {err}") from None
+
+
+# Where a `pretraining` entry's text comes from, beside its PretrainConfig fields
+PRETRAINING_TEXT = ("dataset", "side", "extra_corpora")
+
+
 def pretrain_settings(spec: dict[str, Any]) -> dict[str, Any]:
-    """A `pretraining` entry's PretrainConfig fields (without where its corpus comes from)."""
-    return {k: v for k, v in spec.items() if k not in ("dataset", "side")}
+    """A `pretraining` entry's PretrainConfig fields (without where its text comes from)."""
+    return {k: v for k, v in spec.items() if k not in PRETRAINING_TEXT}
 
 
 def _check_settings(settings: dict[str, Any], info: MethodInfo, decode_schema: dict[str, Any],

@@ -89,6 +89,10 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["pretrain", "--corpus", d / "src", "--tokenizer", d / "tok", "--out",
                    d / "tok", "--settings", "{}"],
         "--out {d}/tok is the input {d}/tok"),
+    "pretrain over its training-only text": (
+        lambda d: ["pretrain", "--corpus", d / "src", "--train-only", d / "ref", "--tokenizer",
+                   d / "tok", "--out", d / "ref", "--settings", "{}"],
+        "--out {d}/ref is the input {d}/ref"),
     "tokenizer over its corpus": (
         lambda d: ["tokenizer", "--corpus", d / "src", "--out", d / "src", "--vocab-size", "50"],
         "--out {d}/src is the input {d}/src"),

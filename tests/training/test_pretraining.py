@@ -11,7 +11,13 @@ from transformers import AutoModel, AutoTokenizer, BertModel, GPT2Model
 from nmtbench.data.tokenization import load_tokenizer, train_wordpiece
 from nmtbench.errors import InputError
 from nmtbench.parts.pretrained import load_model
-from nmtbench.training.pretraining import Batcher, PretrainConfig, heldout_scores, pretrain
+from nmtbench.training.pretraining import (
+    Batcher,
+    PretrainConfig,
+    heldout_scores,
+    pretrain,
+    split_corpus,
+)
 
 TINY = {"d_model": 32, "ffn_dim": 64, "n_heads": 2, "layers": 2, "max_positions": 64,
         "max_tokens": 256, "max_updates": 3, "warmup_updates": 1, "heldout_sentences": 20,
@@ -136,6 +142,26 @@ def test_pretrain_writes_a_loadable_checkpoint(corpus, tmp_path, model, base):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
     if model == "bert":  # the path the NMT methods load it by
         assert isinstance(load_model(str(out)), BertModel)
+
+
+def test_extra_corpora_are_trained_on_and_never_held_out(corpus, tmp_path):
+    """Text beyond the dataset's own goes before its training sentences, a line of each
+    extra corpus in turn; the held-out sentences stay the dataset's last ones, as without it."""
+    text, tok_dir = corpus
+    tok, cfg = load_tokenizer(tok_dir), PretrainConfig.from_dict({"model": "bert", **TINY})
+    extra = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    extra[0].write_text("ab cd\nab\n")
+    extra[1].write_text("ef\n")
+    _, train, heldout = split_corpus(text, tok, cfg)
+    name, with_extra, same = split_corpus(text, tok, cfg, extra)
+    assert same == heldout and len(heldout) == 20
+    encode = [tok(line)["input_ids"] for line in ("ab cd", "ef", "ab")]
+    assert with_extra == encode + train
+    assert name == f"{text}; for training also {extra[0]} + {extra[1]}"
+    summary = pretrain(text, tok_dir, tmp_path / "ckpt", {"model": "bert", **TINY},
+                       train_only=extra)
+    assert summary["train_sentences"] == 283 and summary["heldout_sentences"] == 20
+    assert summary["corpus"] == name
 
 
 @pytest.mark.parametrize("model, names", [
