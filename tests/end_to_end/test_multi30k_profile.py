@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 import recorded_settings_check
 import yaml
-from release_fixtures import SHARED_MULTI30K, Server, shared_multi30k_release
+from release_fixtures import (
+    SHARED_MULTI30K,
+    Server,
+    shared_iwslt14_sample,
+    shared_multi30k_release,
+)
 from smoke import ROOT, snakemake
 
 from nmtbench.workflow.config import check, load_config
@@ -18,12 +23,16 @@ PROFILE = ROOT / "config" / "multi30k.yaml"
 BUDGET_SECONDS = 3600  # the profile's promise: an hour on a two-core laptop
 
 
-def mirror_config(tmp_path: Path, base_url: str) -> Path:
-    """The profile's sources pointed at the loopback mirror of the shared files."""
-    files = shared_multi30k_release(tmp_path / "served")
+def mirror_config(tmp_path: Path, server_url: str) -> Path:
+    """The profiles' sources (Multi30k, and the IWSLT14 sample config/multi30k-all.yaml's BERTs
+    read too) pointed at the loopback mirror of the shared files at `server_url`."""
+    served = tmp_path / "served"
+    sources = {"multi30k": {"base_url": f"{server_url}/multi30k",
+                            "files": shared_multi30k_release(served)},
+               "nmt-iwslt": {"base_url": f"{server_url}/nmt-iwslt",
+                             "files": shared_iwslt14_sample(served)}}
     config = tmp_path / "mirror.yaml"
-    config.write_text(yaml.safe_dump({"sources": {"multi30k": {"base_url": base_url,
-                                                               "files": files}}}))
+    config.write_text(yaml.safe_dump({"sources": sources}))
     return config
 
 
@@ -45,7 +54,7 @@ def test_the_profile_plans_every_family_without_a_hub(tmp_path):
     """Downloads, a German BERT pre-trained on the training set's German side, the Transformer,
     its translations of the training set for Mask-Predict, the BERT rows, and no hub
     snapshot: nothing the laptop cannot reach."""
-    config = mirror_config(tmp_path, "http://127.0.0.1:9/multi30k")
+    config = mirror_config(tmp_path, "http://127.0.0.1:9")
     result = snakemake(tmp_path, "-n", "--cores", "2", "--configfile", str(PROFILE),
                        str(config))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -74,7 +83,7 @@ def test_the_profile_runs_on_real_data_within_the_hour(tmp_path):
     in at most an hour; every trained row of the table has a number, and the Transformer has
     learned to translate (published small models: 34 to 38 BLEU)."""
     with Server(tmp_path / "served") as server:
-        config = mirror_config(tmp_path, f"{server.url}/multi30k")
+        config = mirror_config(tmp_path, server.url)
         start = time.monotonic()
         result = snakemake(tmp_path, "--cores", "2", "--configfile", str(PROFILE), str(config),
                            timeout=BUDGET_SECONDS)
@@ -104,7 +113,7 @@ def test_a_dataset_may_read_through_a_bert_pre_trained_on_it(tmp_path):
     """The dataset's checkpoint is the BERT pre-trained here on its own text: every model then
     reads German in that BERT's vocabulary, and the BERT itself reads the WordPiece trained on
     the data (not its own, which would be a cycle)."""
-    config = mirror_config(tmp_path, "http://127.0.0.1:9/multi30k")
+    config = mirror_config(tmp_path, "http://127.0.0.1:9")
     own = tmp_path / "own-bert.yaml"
     own.write_text(yaml.safe_dump({"datasets": {"multi30k-de-en": {
         "checkpoints": {"src": "m30k-bert-de"}}}}))
