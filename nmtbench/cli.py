@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nmtbench import layout
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
+from nmtbench.fileio import temp_dir_failure
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow import decode_settings
 from nmtbench.workflow.decode_settings import at_least
@@ -820,6 +821,8 @@ def _system_error(err: OSError, args: argparse.Namespace) -> str:
     """One line for an OSError: its reason and file (of a rename, the destination: the other
     is a temporary file). A failed write often names no file (`write()` on an open one):
     then the paths the command writes are named."""
+    if tempdir := temp_dir_failure(err):
+        return f"{tempdir.filename}: {tempdir.strerror}"
     reason = err.strerror or str(err)
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         reason += " (the disk is full)"

@@ -32,6 +32,36 @@ def _umask() -> int:
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")  # how Rust prints the OS's error
 
 
+def temp_dir_failure(err: OSError) -> OSError | None:
+    """The OS's reason behind tempfile's "No usable temporary directory" (a library calls
+    `tempfile.gettempdir()` on import), which names neither a directory nor why: a small
+    write tried in the first directory it tries (TMPDIR, else /tmp) gives the reason, and
+    that directory; None for any other error."""
+    if err.filename is not None or not str(err).startswith(
+            f"[Errno {errno.ENOENT}] No usable temporary directory"):
+        return None
+    directory = next((os.environ[k] for k in ("TMPDIR", "TEMP", "TMP") if os.environ.get(k)),
+                     "/tmp")
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".nmtbench-probe-")
+        try:
+            os.write(fd, b"probe")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as found:
+        reason = found.strerror or str(found)
+        if hint := _HINTS.get(found.errno):
+            reason += f": {hint}"
+        return OSError(found.errno, f"no temporary file can be written there ({reason}); make "
+                       "room there or set TMPDIR to a directory with room", directory)
+    return None
+
+
+_HINTS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+          errno.EFBIG: "a file-size limit is set, ulimit -f"}
+
+
 def _failed_write(err: Exception, path: Path) -> OSError | None:
     """The OSError behind a write that torch or a Rust library (safetensors, tokenizers)
     reported in its own words (a full disk, a file-size limit), naming `path`; None for any

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import resource
 import signal
@@ -18,7 +19,7 @@ import pytest
 import torch
 from tiny_checkpoints import save_tiny_bert
 
-from nmtbench import cli
+from nmtbench import cli, fileio
 from nmtbench.devices import resolve_device
 from nmtbench.errors import InputError
 from nmtbench.evaluation import analysis
@@ -317,6 +318,33 @@ def _file_size_limit(limit: int) -> None:
     as on a full disk, with EFBIG."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the process is killed
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+
+def test_no_room_for_a_temporary_file_is_one_line_naming_the_directory(tmp_path, monkeypatch):
+    """Libraries call tempfile.gettempdir() on import; under a full disk or a file-size limit
+    it says "No usable temporary directory" only: the line names the directory and why."""
+    (tmp_path / "text").write_text("a b\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "nmtbench", "buckets", "--hyp", str(tmp_path / "text"), "--ref",
+         str(tmp_path / "text"), "--out", str(tmp_path / "b.json"), "--cutoffs", "5"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ,
+                                                                    "TMPDIR": str(tmp_path)},
+        preexec_fn=lambda: _file_size_limit(0))
+    assert error_line(result, status=1) == (
+        f"{tmp_path}: no temporary file can be written there (File too large: a file-size "
+        "limit is set, ulimit -f); make room there or set TMPDIR to a directory with room")
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    found = fileio.temp_dir_failure(FileNotFoundError(
+        errno.ENOENT, f"No usable temporary directory found in [{str(tmp_path)!r}]"))
+    assert (found.filename, found.strerror) == (str(tmp_path), (
+        "no temporary file can be written there (No space left on device: the disk is full); "
+        "make room there or set TMPDIR to a directory with room"))
+    assert not list(tmp_path.glob(".nmtbench-probe-*"))  # the probe is gone
 
 
 def test_files_rust_libraries_cannot_write_are_one_line_naming_the_output(tmp_path):
