@@ -38,6 +38,11 @@ LEAST_EPOCHS = 2  # a best and a last checkpoint that differ
 # the training pairs a run on a real dataset reads (of its few hundred): one batch, one update
 # an epoch, so that the ten epochs whose checkpoints the paper config averages are ten updates
 TRAIN_PAIRS = 100
+# sentences a mask-predict decoding takes at once: a length predictor of ten updates picks
+# lengths up to its BERT's 512 positions, and 4 candidates x 512 x mBERT's 119,547 logits are
+# 1 GB a sentence (the hypotheses do not depend on it)
+NAT_BATCH = 2
+MEMORY_MB = 20_000  # of the 24 GB: what the jobs' declared mem_mb may add up to at once
 
 
 def plan_of(*configs: Path):
@@ -82,7 +87,8 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
     """`datasets.<d>.overrides` for every experiment on the datasets the plan trains on: on
     real datasets (the toy world's are toy-sized already) its widths divided by `divisor`
     and its training pairs `TRAIN_PAIRS`; its epochs a handful, as many as its run's
-    decodings average (the same for every experiment of a run). Every experiment, not only
+    decodings average (the same for every experiment of a run); mask-predict decodings in
+    batches of `NAT_BATCH`. Every experiment, not only
     the trained ones: an experiment named as its method (`abnet`) overrides the method's
     others too, which would otherwise join its run and rename it."""
     trained = {dataset for dataset, _ in plan.trained_runs()}
@@ -109,6 +115,8 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
             if plan.config["datasets"][dataset]["kind"] != "toyworld":
                 override |= _scaled(_architecture(plan, settings["method"], settings), divisor)
                 override["train_pairs"] = TRAIN_PAIRS
+            if plan.decoding(dataset, e) == "nat":
+                override["decode"] = {"batch_size": NAT_BATCH}
             overrides[e] = override
     return {"datasets": datasets}
 
@@ -225,7 +233,8 @@ def rehearse(workdir: Path, *args: str) -> dict[str, Any]:
                          for name in sorted(p.name for p in hub_root.iterdir())]
             result = snakemake(workdir, configs, *snapshots, env=env)
             if result.returncode == 0:
-                result = snakemake(workdir, configs, *args, env=env)
+                result = snakemake(workdir, configs, "--resources", f"mem_mb={MEMORY_MB}",
+                                   *args, env=env)
     record = {"returncode": result.returncode, "wall_seconds": round(time.monotonic() - start),
               "peak_disk_bytes": disk.peak, "scale": SCALE}
     (workdir / "rehearsal.json").write_text(json.dumps(record, indent=1) + "\n")
