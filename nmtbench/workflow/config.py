@@ -19,16 +19,16 @@ import yaml
 from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
 from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
 from nmtbench.errors import InputError, invalid_yaml, schema_key
-from nmtbench.workflow import run_inputs
+from nmtbench.workflow import run_inputs, train_settings
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
 from nmtbench.workflow.papers import BLEU, EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
-from nmtbench.workflow.plan import Plan, generated
+from nmtbench.workflow.plan import Plan, generated, toy_world
 from nmtbench.workflow.plan.settings import PER_UPDATE
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
-from nmtbench.workflow.train_settings import TrainConfig, batch_refusal
+from nmtbench.workflow.train_settings import TrainConfig
 
 # `published_back_translations: true`: trained with a published back-translated corpus (a dataset
 # holding one serves it)
@@ -64,14 +64,25 @@ def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
 
 
 def _message(error: jsonschema.ValidationError, schema: dict[str, Any]) -> str:
-    """The error's message: a schema's own (`x-message`) where it has one; a name that fails
-    $defs.name says what a name may hold."""
+    """The error's message: a schema's own (`x-message`) where it has one; a number YAML read
+    as text says how to write it; a name that fails $defs.name says what a name may hold."""
     if isinstance(error.schema, dict) and "x-message" in error.schema:
         return error.schema["x-message"].format(instance=error.instance)
+    if (error.validator == "type" and "number" in error.validator_value
+            and isinstance(error.instance, str) and _number(error.instance)):
+        return (f"{error.message} (YAML reads a number with an exponent but no point as text: "
+                f"write {_number(error.instance)})")
     if (error.validator == "pattern"
             and error.validator_value == schema.get("$defs", {}).get("name", {}).get("pattern")):
         return f"{error.instance!r} is not a name ({NAME_RULE})"
     return error.message
+
+
+def _number(text: str) -> str | None:
+    """`text` as YAML 1.1 would read it as a float (1e-3 -> 1.0e-3), where it is one only
+    without a point (PyYAML, and Snakemake with it, read "1e-3" as a string)."""
+    match = re.fullmatch(r"([-+]?[0-9]+)([eE][-+]?[0-9]+)", text)
+    return f"{match[1]}.0{match[2]}" if match else None
 
 
 def _check_download_paths(sources: dict[str, Any], name: str) -> None:
@@ -238,9 +249,17 @@ def _check_pretrained(config: dict[str, Any]) -> None:
             raise InputError(f"{where}.dataset': {spec['dataset']!r} is not a configured "
                              "dataset (pre-training reads its text)")
         try:
-            PretrainConfig.from_dict(pretrain_settings(spec))
+            heldout = PretrainConfig.from_dict(pretrain_settings(spec)).heldout_sentences
         except InputError as err:
             raise InputError(f"{where}': {err}") from None
+        world = toy_world(config["datasets"], spec["dataset"])
+        sides = 2 if spec["side"] == "joint" else 1  # a joint one reads both sides' text
+        if world is not None and heldout >= sides * world["mono_sentences"]:
+            raise InputError(f"{where}.heldout_sentences': {heldout} held-out sentences leave "
+                             f"none of the {sides * world['mono_sentences']} of its toy world's "
+                             "monolingual text to train on (config key 'datasets."
+                             f"{config['datasets'][spec['dataset']].get('of', spec['dataset'])}"
+                             ".world.mono_sentences')")
         _check_extra_corpora(config, spec, f"{where}.extra_corpora'")
     for name, spec in config.get("trimmed", {}).items():
         where = f"config key 'trimmed.{name}"
@@ -288,21 +307,22 @@ def _check_runs(config: dict[str, Any], plan: Plan, seed_max: int) -> None:
             except InputError as err:
                 raise InputError(f"run {dataset}/{run}, {role}: {err}") from None
         _check_train_pairs(config, plan, dataset, run)
-        if refusal := batch_refusal(plan.train_settings(dataset, run)):
-            where = _setting_origin(config, plan, dataset, run, "max_tokens")
-            raise InputError(f"{where}.max_tokens': run {dataset}/{run}: {refusal}")
+        if refused := train_settings.refusal(plan.train_settings(dataset, run)):
+            where = _setting_origin(config, plan, dataset, run, refused[0])
+            raise InputError(f"{where}.{refused[0]}': run {dataset}/{run}: {refused[1]}")
     _check_decoding(plan)
 
 
 def _check_train_pairs(config: dict[str, Any], plan: Plan, dataset: str, run: str) -> None:
     """A data-size run (`train_pairs`) on a toy world asks for at most the pairs it has: more
     would silently train on all of them, a row no other than the full data's."""
-    world = config["datasets"][dataset].get("world")
+    world = toy_world(config["datasets"], dataset)
     wanted = plan.train_settings(dataset, run).get("train_pairs")
     if world is not None and wanted is not None and wanted > world["train_pairs"]:
         raise InputError(f"run {dataset}/{run}: train_pairs {wanted} is more than the "
                          f"{world['train_pairs']} training pairs of its toy world (config key "
-                         f"'datasets.{dataset}.world.train_pairs')")
+                         f"'datasets.{config['datasets'][dataset].get('of', dataset)}.world."
+                         "train_pairs')")
 
 
 def _check_decoding(plan: Plan) -> None:
@@ -467,8 +487,8 @@ def check_run_settings(settings: dict[str, Any], where: str,
         raise InputError(f"{where}: key 'method': unknown method {method!r}; known: "
                          f"{', '.join(sorted(implemented))}")
     _check_settings(settings, implemented[method], definitions["decode"], f"{where}: key 'run")
-    if refusal := batch_refusal(settings):
-        raise InputError(f"{where}: key 'run.max_tokens': {refusal}")
+    if refused := train_settings.refusal(settings):
+        raise InputError(f"{where}: key 'run.{refused[0]}': {refused[1]}")
 
 
 def check_no_aliases(config: dict[str, Any], where: str = "config") -> None:

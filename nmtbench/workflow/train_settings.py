@@ -24,14 +24,19 @@ class TrainConfig:
         return cls(**{k: v for k, v in cfg.items() if k in known})
 
 
-def batch_refusal(cfg: dict[str, Any]) -> str | None:
-    """Why a batch of `max_tokens` cannot hold a pair the run keeps, or None: a pair of up to
-    `max_positions` tokens would be a batch of its own, over the budget (memory the setting
-    was meant to bound)."""
+def refusal(cfg: dict[str, Any]) -> tuple[str, str] | None:
+    """The setting that makes `cfg` no run anyone means, and why; or None. A batch of
+    `max_tokens` must hold a pair of up to `max_positions` tokens, which the run keeps (it
+    would be a batch of its own, over the budget meant to bound memory); the warm-up rises to
+    `lr` from `warmup_init_lr` (from above it would start at a rate higher than the peak)."""
     tc = TrainConfig.from_dict(cfg)
     if tc.max_tokens < tc.max_positions:
-        return (f"max_tokens {tc.max_tokens} is less than max_positions {tc.max_positions}: a "
-                "batch could not hold the longest pair the run keeps")
+        return "max_tokens", (f"max_tokens {tc.max_tokens} is less than max_positions "
+                              f"{tc.max_positions}: a batch could not hold the longest pair "
+                              "the run keeps")
+    if tc.warmup_init_lr > tc.lr:
+        return "warmup_init_lr", (f"warmup_init_lr {tc.warmup_init_lr} is above lr {tc.lr}: "
+                                  "the warm-up would fall to the peak rate, not rise to it")
     return None
 
 

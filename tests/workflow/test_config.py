@@ -294,6 +294,18 @@ def _experiment(c, **settings):
     (lambda c: c["pretraining"]["toy-bert-src"].update(max_tokens=100),
      "config key 'pretraining.toy-bert-src': pre-training settings max_tokens 100 is less "
      "than max_positions 256: a batch could not hold the longest sentence it keeps"),
+    # a warm-up that falls to its peak rate; a pre-training that holds out all of its text
+    # (a joint one reads both sides); a number YAML read as text, said how to write it
+    (lambda c: c["defaults"].update(warmup_init_lr=5.0),
+     "config key 'defaults.warmup_init_lr': run toy/abnet: warmup_init_lr 5.0 is above lr "
+     "0.004: the warm-up would fall to the peak rate, not rise to it"),
+    (lambda c: c["pretraining"]["toy-bert-joint"].update(heldout_sentences=100000),
+     "config key 'pretraining.toy-bert-joint.heldout_sentences': 100000 held-out sentences "
+     "leave none of the 100000 of its toy world's monolingual text to train on (config key "
+     "'datasets.toy.world.mono_sentences')"),
+    (lambda c: c["defaults"].update(lr="1e-3"),
+     "config key 'defaults.lr': '1e-3' is not of type 'number' (YAML reads a number with an "
+     "exponent but no point as text: write 1.0e-3)"),
     # more back-translations than the toy world's monolingual text: found in a job otherwise
     (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=20000),
      "experiment 'abnet-bt-mask-predict-2m' on dataset 'toy': bt_sentences 24000 is more than "

@@ -37,6 +37,7 @@ from nmtbench.workflow.plan.cells import (
     generated,
     latency_file,
     tested_against,
+    toy_world,
 )
 from nmtbench.workflow.plan.columns import ReportCells
 from nmtbench.workflow.plan.inputs import RunInputPlanning
@@ -46,7 +47,7 @@ from nmtbench.workflow.plan.settings import ExperimentSettings
 from nmtbench.workflow.plan.targets import Targets
 
 __all__ = ["EXTERNAL", "NOT_IMPLEMENTED", "Cell", "Plan", "bootstrap_file", "buckets_file",
-           "generated", "latency_file", "tested_against"]
+           "generated", "latency_file", "tested_against", "toy_world"]
 
 
 class Plan(Requests, ExperimentSettings, RunSharing, RunInputPlanning, Targets, ReportCells):

@@ -54,6 +54,13 @@ def generated(datasets: dict[str, Any], name: str) -> bool:
     return "toyworld" in (spec["kind"], datasets.get(spec.get("of"), {}).get("kind"))
 
 
+def toy_world(datasets: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The toy world's settings and sizes of a toy-world dataset, or of the one a reversed
+    dataset reads the other way round; None for real data."""
+    spec = datasets[name]
+    return spec.get("world") or datasets.get(spec.get("of"), {}).get("world")
+
+
 def tested_against(cell: Cell, baseline: Cell | None) -> bool:
     """Is a significance test of the cell against the baseline's meaningful? Not for the
     baseline's own run, nor across datasets (their test sets may differ in content or order)."""

@@ -15,6 +15,7 @@ from nmtbench.workflow.plan.cells import (
     buckets_file,
     latency_file,
     tested_against,
+    toy_world,
 )
 
 
@@ -45,8 +46,7 @@ class Targets:
         a toy world's test set, known now, must hold them (a real one's is checked in the
         job). Fewer timed would be a record the report leaves out as timed otherwise."""
         datasets = self.config["datasets"]
-        world = datasets[dataset].get("world") or datasets.get(
-            datasets[dataset].get("of"), {}).get("world")
+        world = toy_world(datasets, dataset)
         wanted = self.config["analysis"]["latency_sentences"]
         if world is not None and LATENCY_WARMUP + wanted > world["test_pairs"]:
             raise InputError(f"config key 'analysis.latency_sentences': {where} times {wanted} "
