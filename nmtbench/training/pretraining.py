@@ -38,6 +38,8 @@ from nmtbench.training.curves import Curves
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
+    from collections.abc import Callable
+
     from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
@@ -118,10 +120,12 @@ def heldout_scores(model: torch.nn.Module, batcher: Batcher, seqs: list[list[int
             "scored_tokens": total}
 
 
-def _train(model: torch.nn.Module, batcher: Batcher, train: list[list[int]],
-           cfg: PretrainConfig, curves: Curves, desc: str) -> tuple[int, float]:
+def train_updates(model: torch.nn.Module, batcher: Batcher, train: list[list[int]],
+                  cfg: PretrainConfig, curves: Curves, desc: str,
+                  on_log: Callable[[int], None] | None = None) -> tuple[int, float]:
     """Train `model` on `train` for `cfg.max_updates` updates (its curves every
-    `log_interval` and at the last); the updates made, and the epochs they make."""
+    `log_interval` and at the last, where `on_log(step)` is called too: a benchmark measures
+    there); the updates made, and the epochs they make."""
     groups = bert_decay_groups(model.parameters())
     optimizer = adamw(groups, cfg.weight_decay, lr=cfg.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
@@ -154,6 +158,9 @@ def _train(model: torch.nn.Module, batcher: Batcher, train: list[list[int]],
                                         "grad_norm": float(grad_norm),
                                         **{f"lr_{g.name}": rate for g, rate
                                            in zip(groups, rates, strict=True)}})
+                    if on_log is not None:
+                        on_log(step)
+                        model.train()
                 if step >= cfg.max_updates:
                     break
     return step, round(step / max(len(token_batches(order, lengths, cfg.max_tokens)), 1), 2)
@@ -206,8 +213,8 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
     with atomic_directory(out, layout.PRETRAIN_SUMMARY_NAME) as tmp:
         curves = Curves(tmp, True, wandb_project, asdict(cfg), name=str(out))
         try:
-            step, epochs = _train(model, batcher, train, cfg, curves,
-                                  f"pretrain {cfg.model} {out}")
+            step, epochs = train_updates(model, batcher, train, cfg, curves,
+                                         f"pretrain {cfg.model} {out}")
             seconds = round(time.perf_counter() - start, 2)
             scores = heldout_scores(model, batcher, heldout, cfg.max_tokens, cfg.seed)
             curves.write(step, {"event": "heldout", **scores})
