@@ -586,6 +586,11 @@ def test_default_config_plans_exactly_these_runs():
     assert [plan.run_settings("toy", run, 1)["valid_bleu"] for run in (
         "deepfusion-transformer-12", "deepfusion-transformer-20", "transformer-tiny",
         "bert-init")] == [True, True, False, False]
+    # and where the config asks for it everywhere, a teacher (never decoded) does not
+    cfg["defaults"]["valid_bleu"] = True
+    everywhere = nmtconfig.check(cfg, ROOT / "config" / "schema.yaml")
+    assert everywhere.run_settings("toy", "bert-init", 1)["valid_bleu"]
+    assert not everywhere.run_settings("toy", "bertkd-teacher-mbert", 1)["valid_bleu"]
     assert plan.sharing("toy", "transformer-tiny") == [
         "ctnmt-transformer-base", "deepfusion-transformer-base", "multi30k-transformer",
         "multi30k-transformer-greedy", "transformer-base", "transformer-iwslt",
@@ -645,8 +650,9 @@ def test_a_bert_role_nothing_names_is_the_bert_pre_trained_on_its_side():
     # the joint BERT fills a joint role; a reversed dataset's sides are its original's, swapped
     assert plan.side_checkpoint("toy", "joint") == "toy-bert-joint"
     assert plan.checkpoints("toy-reverse", "ours_enc") == {"src_bert": "toy-bert-tgt"}
-    # Multi30k's German BERT, pre-trained on its source side, and none on its target side
-    assert plan.checkpoints("multi30k-de-en", "ours") == {"src_bert": "m30k-bert-de"}
+    # Multi30k's German and English BERTs, pre-trained on its source and target sides
+    assert plan.checkpoints("multi30k-de-en", "ours") == {"src_bert": "m30k-bert-de",
+                                                          "tgt_bert": "m30k-bert-en"}
 
 
 def test_what_names_a_bert_wins_over_the_bert_pre_trained_on_its_side():

@@ -108,12 +108,14 @@ class ExperimentSettings:
     def run_settings(self, dataset: str, run: str, seed: int) -> dict[str, Any]:
         """What the run `run` trains with: its settings, logging valid BLEU when the config
         asks for it everywhere or a curve figure of any paper draws an experiment it trains
-        (fixed by the catalogue, so asking for another table never retrains a run)."""
+        (fixed by the catalogue, so asking for another table never retrains a run), unless
+        it is never decoded (a teacher: its training would stop at its first validation)."""
         settings = self.train_settings(dataset, run, seed)
         drawn = {e for f in self.catalogue.figures.values() if f.kind == "curve"
                  for e in f.experiments()}
-        settings["valid_bleu"] = bool(settings.get("valid_bleu")) or any(
-            e in drawn for e in self.sharing(dataset, run))
+        settings["valid_bleu"] = self.decoding(dataset, run) != "none" and (
+            bool(settings.get("valid_bleu")) or any(e in drawn
+                                                    for e in self.sharing(dataset, run)))
         return settings
 
     def vocabulary(self, dataset: str, experiment: str, side: str) -> tuple[str | None, str]:
