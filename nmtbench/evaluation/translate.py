@@ -49,6 +49,7 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     paths = RunPaths.from_record(run["paths"], str(config_path))
     if not isinstance(recorded, dict):
         raise InputError(f"{config_path}: key 'inputs' must be an object of digests")
+    _check_run_from_its_directory(run_dir, config_path, paths)
     src_tok = load_tokenizer(paths.src_tokenizer)
     tgt_tok = load_tokenizer(paths.tgt_tokenizer, target=True)
     _check_decode_inputs(run_dir, config_path, paths, recorded)
@@ -117,6 +118,19 @@ def _check_own_checkpoint(run_dir: Path, path: Path, state: dict[str, Any],
     if stale := provenance.changed(state.get("inputs", {}), recorded, paths.as_record()):
         raise InputError(f"{path}: not a checkpoint of {run_dir} (it was trained on other "
                          f"inputs than its config.json records: {', '.join(stale)})")
+
+
+def _check_run_from_its_directory(run_dir: Path, config_path: Path, paths: RunPaths) -> None:
+    """A run records the paths it read as its command was given them, relative to where it
+    ran (the workflow's directory): from elsewhere they name nothing, and a tokenizer's
+    would be taken for a hub name. Say where to run from instead."""
+    for path in (paths.src_tokenizer, paths.tgt_tokenizer, *paths.pretrained.values()):
+        if Path(path).is_absolute() or Path(path).exists():
+            continue
+        where = next((d for d in run_dir.resolve().parents if (d / path).exists()), None)
+        if where is not None:
+            raise InputError(f"{config_path}: it records {path!r}, relative to the directory "
+                             f"the run was made in; run this command from {where}")
 
 
 def source_positions(model: Model) -> int | None:

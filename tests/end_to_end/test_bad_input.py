@@ -320,6 +320,28 @@ def _file_size_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
 
+def test_a_run_read_from_another_directory_says_where_to_run_from(tmp_path, monkeypatch,
+                                                                 capsys):
+    """A run's config.json records its paths relative to the workflow's directory: from
+    elsewhere a tokenizer's path would be taken for a hub name (an unclear line)."""
+    work = tmp_path / "work"
+    run = work / "results" / "run"
+    run.mkdir(parents=True)
+    (work / "data" / "tok").mkdir(parents=True)
+    paths = {key: "data/tok" for key in ("train_src", "train_tgt", "valid_src", "valid_tgt",
+                                         "src_tokenizer", "tgt_tokenizer")}
+    (run / "config.json").write_text(json.dumps({"experiment": {"method": "transformer"},
+                                                 "paths": paths, "inputs": {}}))
+    (tmp_path / "text").write_text("a b\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["decode", "--run-dir", str(run), "--src", str(tmp_path / "text"), "--out",
+            str(tmp_path / "hyp")]
+    assert cli.main(args) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run / 'config.json'}: it records 'data/tok', relative to the directory the "
+        f"run was made in; run this command from {work}\n")
+
+
 def test_no_room_for_a_temporary_file_is_one_line_naming_the_directory(tmp_path, monkeypatch):
     """Libraries call tempfile.gettempdir() on import; under a full disk or a file-size limit
     it says "No usable temporary directory" only: the line names the directory and why."""
