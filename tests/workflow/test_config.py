@@ -327,7 +327,8 @@ def _profile(name: str) -> dict:
     return nmtconfig.load_config([DEFAULT, ROOT / "config" / name])
 
 
-@pytest.mark.parametrize("profile", ["paper.yaml", "multi30k.yaml", "quick-real.yaml"])
+@pytest.mark.parametrize("profile", ["paper.yaml", "multi30k.yaml", "multi30k-all.yaml",
+                                     "quick-real.yaml"])
 def test_the_real_data_profiles_score_bleu_as_their_papers_did(profile):
     plan = nmtconfig.check(_profile(profile), SCHEMA)
     assert plan.tables
