@@ -815,6 +815,20 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
     refuse_overlap(outputs, inputs)
     if args.command in FILE_OUTPUTS:
         _refuse_foreign_outputs(outputs)
+    elif args.command != "train":
+        _refuse_outputs_in_runs(outputs)
+
+
+def _refuse_outputs_in_runs(outputs: dict[str, str | Path]) -> None:
+    """A directory output (an export, a trimmed or pre-trained checkpoint) inside a run
+    directory is refused with one line: the run's next training would refuse a directory
+    holding what no run writes, so the workflow could not train it again."""
+    for option, out in outputs.items():
+        for parent in Path(out).absolute().parents:
+            if ((parent / layout.RUN_CONFIG_NAME).is_file()
+                    and (parent / layout.CHECKPOINTS_NAME).is_dir()):
+                raise InputError(f"{option} {out} lies inside the run directory {parent}, "
+                                 "which holds only what training writes; write to another path")
 
 
 def _system_error(err: OSError, args: argparse.Namespace) -> str:

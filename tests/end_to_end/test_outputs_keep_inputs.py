@@ -70,6 +70,14 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
     "export into its run directory": (
         lambda d: ["export", *run_args(d), "--out", d / RUN],
         "--out {d}/" + RUN + " contains the input {d}/" + RUN + "/config.json"),
+    # a new directory inside a run: the run's next training would refuse its directory
+    **{f"{command} into a new directory inside the run": (
+        lambda d, args=args: [*args(d), "--out", d / RUN / "new"],
+        "--out {d}/" + RUN + "/new lies inside the run directory {d}/" + RUN) for command, args
+       in (("export", lambda d: ["export", *run_args(d)]),
+           ("tokenizer", lambda d: ["tokenizer", "--corpus", d / "src", "--vocab-size", "50"]),
+           ("toyworld", lambda d: ["toyworld", "--world", '{"train_pairs": 5, "valid_pairs": 2, '
+                                   '"test_pairs": 2, "mono_sentences": 5}']))},
     "export into the BERT the run reads": (
         lambda d: ["export", *run_args(d), "--out", d / "pretrained" / "bert"],
         "--out {d}/pretrained/bert is the input {d}/pretrained/bert"),
