@@ -18,6 +18,7 @@ import yaml
 
 from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
 from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
+from nmtbench.data.toyworld import WorldConfig
 from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.workflow import run_inputs, train_settings
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
@@ -36,6 +37,9 @@ from nmtbench.workflow.train_settings import TrainConfig
 # derives `update_freq` from it and the train rule's GPUs (Plan.update_freq)
 SETTINGS_OUTSIDE_TRAINER = {"method", "decode", "description", "published_back_translations",
                             *PER_UPDATE}
+# A toy world's split sizes, beside its generator's settings (WorldConfig)
+WORLD_SIZES = ("train_pairs", "valid_pairs", "test_pairs", "test_official_pairs",
+               "mono_sentences")
 # The schema's $defs.name in words, for the error messages
 NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting with a letter "
              "or digit: it becomes part of file paths and commands")
@@ -222,6 +226,12 @@ def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> 
     for dataset, spec in config["datasets"].items():
         if "detok_lang" in spec:
             _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
+        if "world" in spec:  # its settings together (the schema checks each alone)
+            try:
+                WorldConfig.from_dict({k: v for k, v in spec["world"].items()
+                                       if k not in WORLD_SIZES})
+            except InputError as err:
+                raise InputError(f"config key 'datasets.{dataset}.world': {err}") from None
         for name, settings in spec.get("overrides", {}).items():
             where = f"config key 'datasets.{dataset}.overrides.{name}"
             method = plan.experiments[name]["method"] if name in plan.experiments else name

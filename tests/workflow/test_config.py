@@ -306,6 +306,10 @@ def _experiment(c, **settings):
     (lambda c: c["defaults"].update(lr="1e-3"),
      "config key 'defaults.lr': '1e-3' is not of type 'number' (YAML reads a number with an "
      "exponent but no point as text: write 1.0e-3)"),
+    # a toy world's settings that cannot go together: found by the toyworld job otherwise
+    (lambda c: c["datasets"]["toy"]["world"].update(min_target_tokens=70),
+     "config key 'datasets.toy.world': key 'min_target_tokens': 70 is more than "
+     "max_target_tokens (60)"),
     # more back-translations than the toy world's monolingual text: found in a job otherwise
     (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=20000),
      "experiment 'abnet-bt-mask-predict-2m' on dataset 'toy': bt_sentences 24000 is more than "
