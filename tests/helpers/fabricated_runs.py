@@ -184,7 +184,8 @@ def make_config(seeds: list[int], *, toy: bool = False,
     if toy:
         config["datasets"] = {"toy": {
             "kind": "toyworld", "vocab_size": {"src": 100, "tgt": 100},
-            "world": {"seed": 1, "train_pairs": 100, "valid_pairs": 10, "test_pairs": 10,
+            # test pairs: the latency's 5 warm-up and 100 timed sentences, and more
+            "world": {"seed": 1, "train_pairs": 100, "valid_pairs": 10, "test_pairs": 110,
                       "mono_sentences": 100},
             "lowercase": False, "detok_lang": "en",
             "overrides": {"transformer": {"size": "tiny"}}}}
