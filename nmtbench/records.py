@@ -5,6 +5,7 @@ environment's commands read them too."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,12 @@ from nmtbench.fileio import read_json
 def is_number(value: Any) -> bool:
     """An int or float from JSON (true and false are ints to Python, not numbers here)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_finite(value: Any) -> bool:
+    """A number that is neither NaN nor infinite: what a record may show (JSON has neither,
+    but Python's reader takes NaN and Infinity, as a hand-edited file may hold them)."""
+    return is_number(value) and math.isfinite(value)
 
 
 def read_result(path: str | Path, keys: tuple[str, ...] = (),
@@ -38,9 +45,9 @@ def read_result(path: str | Path, keys: tuple[str, ...] = (),
                 raise InputError(f"{path}: key {key!r} is missing")
             value = value[part]
         else:
-            if key in numbers and not is_number(value):
-                raise InputError(f"{path}: key {key.removesuffix('?')!r} must be a number, "
-                                 f"got {value!r}")
+            if key in numbers and not is_finite(value):
+                raise InputError(f"{path}: key {key.removesuffix('?')!r} must be a finite "
+                                 f"number, got {value!r}")
     return data
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError
-from nmtbench.records import is_number, read_result
+from nmtbench.records import is_finite, read_result
 from nmtbench.workflow.config import as_json
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.plan import Cell, Plan, bootstrap_file
@@ -238,6 +238,7 @@ def _get(data: dict, keys: tuple[str, ...], path: Path, scores: bool = False) ->
                      "--forcerun evaluate, to score the run again") if scores else ""
             raise InputError(f"{path}: missing key '{'.'.join(keys)}'{again}")
         value = value[key]
-    if not is_number(value):
-        raise InputError(f"{path}: key '{'.'.join(keys)}' must be a number, got {value!r}")
+    if not is_finite(value):
+        raise InputError(f"{path}: key '{'.'.join(keys)}' must be a finite number, got "
+                         f"{value!r}")
     return float(value)

@@ -305,7 +305,7 @@ BROKEN_RECORDS = {
         "pretrained/toy-bert-src/pretrain_summary.json",
         lambda d: d["settings"].update(lr="fast"),
         "{r}/pretrained/toy-bert-src/pretrain_summary.json: key 'settings.lr' must be a "
-        "number, got 'fast'"),
+        "finite number, got 'fast'"),
     "soft targets' record without its objective": (
         "runs/toy/bertkd-teacher-mbert/seed1/soft_targets.top8.json",
         lambda d: d.pop("objective"),

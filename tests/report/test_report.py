@@ -734,14 +734,17 @@ def test_corrupt_metrics_file_is_named_with_its_line(tmp_path: Path, papers: Pat
     assert "line 4: invalid JSON" in str(err.value)
 
 
-def test_metrics_file_without_the_metric(tmp_path: Path, papers: Path) -> None:
+@pytest.mark.parametrize("value", ["28.0", float("nan"), float("inf")])
+def test_metrics_file_without_the_metric(tmp_path: Path, papers: Path, value) -> None:
+    """A score in words, or NaN or infinity (Python's JSON reader takes both, as a file edited
+    by hand may hold them: the table would show "nan")."""
     plan = setup(tmp_path, papers, [1])
     path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
     data = json.loads(path.read_text())
-    data["bleu"]["tokenized"] = "28.0"
+    data["bleu"]["tokenized"] = value
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(InputError, match=re.escape(f"{path}: key 'bleu.tokenized' must be a "
-                                                   "number, got '28.0'")):
+                                                   f"finite number, got {value!r}")):
         render(plan, tmp_path)
 
 
