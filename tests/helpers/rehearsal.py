@@ -35,13 +35,18 @@ SCALE = 10  # the release fixtures' sizes times this: a few hundred training pai
 WIDTHS = ("d_model", "ffn_dim", "adapter_dim", "coordinator_ffn_dim", "rnn_embed", "rnn_hidden")
 EVEN = ("rnn_hidden",)  # halved between the encoder's two directions
 LEAST_EPOCHS = 2  # a best and a last checkpoint that differ
-# the training pairs a run on a real dataset reads (of its few hundred): one batch, one update
-# an epoch, so that the ten epochs whose checkpoints the paper config averages are ten updates
+# the training pairs a run on a real dataset reads (of its few hundred): two or three
+# batches, so that the ten epochs whose checkpoints the paper config averages are 20 to 30
+# updates
 TRAIN_PAIRS = 100
-# sentences a mask-predict decoding takes at once: a length predictor of ten updates picks
+# sentences a mask-predict decoding takes at once: a length predictor of 30 updates picks
 # lengths up to its BERT's 512 positions, and 4 candidates x 512 x mBERT's 119,547 logits are
 # 1 GB a sentence (the hypotheses do not depend on it)
 NAT_BATCH = 2
+# tokens a batch holds at most: C-MLM's teachers take 16,000, whose logits over mBERT's
+# 119,547 pieces took one process to 11.8 GB (killed for memory); tokens_per_update keeps
+# their updates' tokens
+MAX_TOKENS = 4096
 MEMORY_MB = 20_000  # of the 24 GB: what the jobs' declared mem_mb may add up to at once
 
 
@@ -85,12 +90,12 @@ def _scaled(widths: dict[str, int], divisor: int) -> dict[str, int]:
 
 def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
     """`datasets.<d>.overrides` for every experiment on the datasets the plan trains on: on
-    real datasets (the toy world's are toy-sized already) its widths divided by `divisor`
-    and its training pairs `TRAIN_PAIRS`; its epochs a handful, as many as its run's
-    decodings average (the same for every experiment of a run); mask-predict decodings in
-    batches of `NAT_BATCH`. Every experiment, not only
-    the trained ones: an experiment named as its method (`abnet`) overrides the method's
-    others too, which would otherwise join its run and rename it."""
+    real datasets (the toy world's are toy-sized already) its widths divided by `divisor`,
+    its training pairs `TRAIN_PAIRS` and its batches at most `MAX_TOKENS`; its epochs a
+    handful, as many as its run's decodings average (the same for every experiment of a
+    run); mask-predict decodings in batches of `NAT_BATCH`. Every experiment, not only the
+    trained ones: an experiment named as its method (`abnet`) overrides the method's others
+    too, which would otherwise join its run and rename it."""
     trained = {dataset for dataset, _ in plan.trained_runs()}
     datasets: dict[str, Any] = {}
     for dataset in sorted(trained):
@@ -115,6 +120,8 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
             if plan.config["datasets"][dataset]["kind"] != "toyworld":
                 override |= _scaled(_architecture(plan, settings["method"], settings), divisor)
                 override["train_pairs"] = TRAIN_PAIRS
+                if settings.get("max_tokens", 0) > MAX_TOKENS:
+                    override["max_tokens"] = MAX_TOKENS
             if plan.decoding(dataset, e) == "nat":
                 override["decode"] = {"batch_size": NAT_BATCH}
             overrides[e] = override
