@@ -52,13 +52,6 @@ def test_the_recipes_are_derived_from_the_config(paper_plan):
     assert teacher.ours["tokens_per_update"] == 512000 and teacher.differs == []
 
 
-def test_every_paper_run_decodes_the_average_of_its_last_10(paper_plan):
-    """AB-Net's rows average their last 10 checkpoints; the rows they are compared with (and
-    every other paper run, whose papers are silent) decode on the same terms."""
-    decoded = [r for r in run_recipes(paper_plan) if r.ours["beam"] is not None]
-    assert decoded and {r.ours["average_last"] for r in decoded} == {10}
-
-
 def test_the_paper_runs_stop_as_their_papers_do(paper_plan):
     """No patience but CTNMT's (its public code's early stop), its baseline's with it; deep
     fusion's CTNMT rows train as deep fusion's other rows."""
