@@ -1,7 +1,6 @@
 # Config checking and every input function; the other rule files stay declarative.
 import os
 import re
-import shlex
 import sys
 
 from nmtbench.workflow import config as nmtconfig

@@ -30,10 +30,9 @@ rule pretrain:
         out=lambda w, output: os.path.dirname(output[0]),
         tokenizer=lambda w, input: os.path.dirname(input.tokenizer),
         settings=lambda w: nmtconfig.as_json(nmtconfig.pretrain_settings(pretraining_spec(w))),
-        # quoted here, so that without extra corpora the command is what it was before them
+        # last, so that without extra corpora the command is what it was before them
         # (Snakemake's code trigger compares it: an existing checkpoint is not made again)
-        extra=lambda w, input: "".join(f" {shlex.quote(a)}" for a in (
-            ["--train-only", *input.extra] if input.extra else [])),
+        extra=lambda w, input: ["--train-only", *input.extra] if input.extra else [],
     conda:
         "../envs/models.yaml"
     log:
@@ -50,8 +49,8 @@ rule pretrain:
         gpu=resource("train", "gpu"),
     shell:
         "python -m nmtbench pretrain --corpus {input.corpus:q} --tokenizer {params.tokenizer:q} "
-        "--out {params.out:q} --settings {params.settings:q} --threads {threads:q}{params.extra} "
-        "> {log:q} 2>&1"
+        "--out {params.out:q} --settings {params.settings:q} --threads {threads:q} "
+        "{params.extra:q}> {log:q} 2>&1"
 
 
 rule trim:

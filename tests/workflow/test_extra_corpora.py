@@ -55,9 +55,9 @@ def test_the_extra_corpus_is_an_input_of_the_pretraining_and_made_from_its_downl
     assert (f"input: data/multi30k-de-en/prepared/train.src, {text.format('src')}, "
             "data/multi30k-de-en/tokenizer/src/tokenizer_config.json") in german
     assert "--corpus data/multi30k-de-en/prepared/train.src --tokenizer" in german
-    assert f"--threads 1 --train-only {text.format('src')} >" in german
+    assert f"--threads 1 --train-only {text.format('src')}>" in german
     joint = job(result.stdout, "pretrain", "pretrained=x-bert-joint")
-    assert f"--train-only {text.format('src')} {text.format('tgt')} >" in joint
+    assert f"--train-only {text.format('src')} {text.format('tgt')}>" in joint
     download = "data/downloads/nmt-iwslt/iwslt14.tokenized.de-en/lr_samples/first/train.{}"
     for side, lang in (("src", "de"), ("tgt", "en")):
         made = job(result.stdout, "extra_corpus",
