@@ -34,12 +34,15 @@ def test_dag_contains_only_the_requested_table_runs(tmp_path):
 
 
 def test_a_joint_vocabulary_needs_its_size(tmp_path):
-    extra = tmp_path / "joint.yaml"  # the default's Multi30k sets no joint vocabulary
+    extra = tmp_path / "joint.yaml"  # Multi30k, standing in a dataset without a joint size
     extra.write_text("tables: [multi30k.table1]\n"
+                     "datasets: {m30k-nojoint: {kind: multi30k, src_lang: de, tgt_lang: en,\n"
+                     "  vocab_size: {src: 8000, tgt: 8000}, lowercase: true, detok_lang: en}}\n"
+                     "dataset_map: {multi30k-de-en: m30k-nojoint}\n"
                      "experiments: {multi30k-transformer: {vocabulary: joint}}\n")
     result = snakemake(tmp_path, "--cores", "1", "-n", "--configfile", str(SMOKE), str(extra))
     assert result.returncode != 0
-    assert ("set config key 'datasets.multi30k-de-en.vocab_size.joint'"
+    assert ("set config key 'datasets.m30k-nojoint.vocab_size.joint'"
             in result.stdout + result.stderr)
 
 
