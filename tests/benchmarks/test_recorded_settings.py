@@ -24,11 +24,17 @@ MADE_BY = {  # results file -> the command that makes it
 }
 
 
+# The GPU benchmarks time a fixed number of updates and decodes: how a run stops and how long its
+# warm-up is do not change what an update costs, so they do not make those files stale
+TIMED_UPDATES = frozenset({"patience", "max_updates", "max_epochs", "warmup_updates"})
+UNREAD = {"results/gpu.md": TIMED_UPDATES, "results/gpu-host-overhead.md": TIMED_UPDATES}
+
+
 @pytest.mark.parametrize("name", MADE_BY)
 def test_the_results_file_describes_todays_default(name):
     recorded = recorded_settings_check.read((ROOT / name).read_text(encoding="utf-8"))
     assert recorded, f"{name} records no settings (a '{recorded_settings.HEADING}' section)"
-    changed = recorded_settings_check.differences(recorded)
+    changed = recorded_settings_check.differences(recorded, UNREAD.get(name, frozenset()))
     assert not changed, (f"{name} no longer describes today's default ("
                          + "; ".join(changed[:5]) + f"): make it again with {MADE_BY[name]}")
 

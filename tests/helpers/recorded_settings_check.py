@@ -19,8 +19,9 @@ def read(text: str) -> dict[str, Any] | None:
     return json.loads(found.group(1)) if found else None
 
 
-def differences(recorded: dict[str, Any]) -> list[str]:
-    """`experiment: key was X, now Y` for each setting today's config files resolve otherwise."""
+def differences(recorded: dict[str, Any], unread: frozenset[str] = frozenset()) -> list[str]:
+    """`experiment: key was X, now Y` for each setting today's config files resolve otherwise,
+    but those in `unread` (train settings what was measured does not depend on)."""
     cells = [tuple(name.split("/", 1)) for name in recorded["experiments"]]
     # through JSON, as the recorded ones went: tuples become lists
     today = json.loads(json.dumps(resolve(recorded["configs"], cells)))["experiments"]
@@ -29,5 +30,6 @@ def differences(recorded: dict[str, Any]) -> list[str]:
         for part in ("train", "decode"):
             was, now = then[part], today[name][part]
             found += [f"{name}: {part}.{key} was {was.get(key)!r}, now {now.get(key)!r}"
-                      for key in sorted(set(was) | set(now)) if was.get(key) != now.get(key)]
+                      for key in sorted(set(was) | set(now))
+                      if was.get(key) != now.get(key) and not (part == "train" and key in unread)]
     return found
