@@ -36,6 +36,14 @@ def mirror_config(tmp_path: Path, server_url: str) -> Path:
     return config
 
 
+def table_rows(tables: str, name: str) -> dict[str, list[str]]:
+    """Row label -> its cells, of table `name` in a tables.md."""
+    section = tables[tables.index(f"## {name}"):]
+    return {cells[0]: cells[1:] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("|:")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+
+
 def planned_jobs(stdout: str) -> list[tuple[str, str]]:
     """(rule, wildcards) of each job a dry run lists."""
     jobs, rule = [], None
@@ -91,10 +99,7 @@ def test_the_profile_runs_on_real_data_within_the_hour(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     print(f"config/multi30k.yaml: {seconds / 60:.1f} minutes")
     tables = (tmp_path / "results" / "tables.md").read_text()
-    section = tables[tables.index("## multi30k.table1"):]
-    rows = {cells[0]: cells[1:] for line in section.splitlines()
-            if line.startswith("| ") and not line.startswith("|:")
-            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    rows = table_rows(tables, "multi30k.table1")
     trained = ["Transformer", "Mask-Predict (distilled)", "BERT-initialised encoder",
                "BERT-fused"]
     for label in trained:
@@ -174,10 +179,7 @@ def test_every_family_runs_on_real_data_within_two_hours(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     print(f"config/multi30k-all.yaml: {seconds / 60:.1f} minutes")
     tables = (tmp_path / "results" / "tables.md").read_text()
-    section = tables[tables.index("## multi30k.table2"):]
-    rows = {cells[0]: cells[1:] for line in section.splitlines()
-            if line.startswith("| ") and not line.startswith("|:")
-            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    rows = table_rows(tables, "multi30k.table2")
     plan = check(load_config([ROOT / "config" / "config.yaml", ALL_FAMILIES, config]),
                  ROOT / "config" / "schema.yaml", ROOT / "papers")
     for row in plan.catalogue.tables["multi30k.table2"].rows:
