@@ -13,6 +13,7 @@ import pytest
 import torch
 from smoke import ROOT, SMOKE, run_dir, snakemake
 
+from nmtbench.fileio import read_jsonl
 from nmtbench.parts import checkpoints
 
 pytestmark = pytest.mark.slow
@@ -68,8 +69,8 @@ def _last_checkpoint_step(run: Path) -> int:
     log = run / "train_log.jsonl"
     if not (run / "checkpoints" / "last.pt").exists() or not log.exists():
         return 0
-    steps = [json.loads(line)["step"] for line in log.read_text().splitlines() if line.strip()]
-    return max(steps, default=0)
+    # read as the trainer reads it: the line being written may be incomplete
+    return max((record["step"] for record in read_jsonl(log)), default=0)
 
 
 def test_killed_snakemake_resumes_training_and_ends_the_same(tmp_path):
