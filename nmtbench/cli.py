@@ -250,7 +250,8 @@ def _soft_targets_arguments(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     from nmtbench.export.fsmt import export_run
 
-    out = export_run(args.run_dir, args.out, args.checkpoint, args.average_last)
+    out = export_run(args.run_dir, args.out, args.checkpoint, args.average_last,
+                     args.average_of)
     print(f"wrote {out}: load it with AutoModelForSeq2SeqLM.from_pretrained, its source "
           "tokenizer with AutoTokenizer.from_pretrained and its target tokenizer with "
           "AutoTokenizer.from_pretrained(..., subfolder='target_tokenizer')")
@@ -263,7 +264,10 @@ def _export_arguments(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--checkpoint", default="best", choices=["best", "last"])
     s.add_argument("--average-last", type=NON_NEGATIVE, default=0,
-                   help="average the last N epoch checkpoints instead (0: none)")
+                   help="average the last N checkpoints instead (0: none)")
+    s.add_argument("--average-of", default="epochs", choices=["epochs", "updates"],
+                   help="what --average-last averages: epoch checkpoints, or those of every "
+                        "save_interval_updates updates (keep_interval_updates)")
     s.set_defaults(func=cmd_export)
 
 

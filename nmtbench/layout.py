@@ -49,6 +49,8 @@ TENSORBOARD_NAME = "tensorboard"  # the curves' event files (nmtbench.training.c
 WANDB_NAME = "wandb"  # a W&B run's files, where the config's logging.wandb_project names one
 CHECKPOINT_NAME = "{checkpoint}.pt"  # best, last
 EPOCH_CHECKPOINT_NAME = "epoch{epoch}.pt"  # after each epoch, for averaging
+# every save_interval_updates updates, where keep_interval_updates keeps any, for averaging
+UPDATE_CHECKPOINT_NAME = "update{update}.pt"
 RUN_CONFIG = RUN + "/" + RUN_CONFIG_NAME
 TRAIN_SUMMARY = RUN + "/" + TRAIN_SUMMARY_NAME
 TRAIN_LOG = RUN + "/" + TRAIN_LOG_NAME

@@ -60,7 +60,7 @@ class Decoder:
     def __init__(self, run_dir: str | Path, settings: DecodeSettings, device: str):
         self.run_dir = str(run_dir)
         self.model, self.src_tok, self.tgt_tok, _ = load_run_model(
-            run_dir, settings.checkpoint, settings.average_last, device)
+            run_dir, settings.checkpoint, settings.average_last, device, settings.average_of)
         self.search = search_settings(self.model, settings, run_dir)
 
     def __call__(self, lines: list[str], batch_size: int = 1) -> list[str]:

@@ -31,11 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: int = 0,
-                   device: str = "auto") -> tuple[Model, Any, Any, dict[str, Any]]:
+                   device: str = "auto", average_of: str = "epochs"
+                   ) -> tuple[Model, Any, Any, dict[str, Any]]:
     """Rebuild a run's model and tokenizers and load its weights.
 
-    `average_last` > 0 averages the last k per-epoch checkpoints (fairseq's
-    average_checkpoints.py); otherwise `checkpoint` names the file (best or last). What is
+    `average_last` > 0 averages the last k checkpoints of each epoch, or of every so many
+    updates (`average_of`; fairseq's average_checkpoints.py); otherwise `checkpoint` names the
+    file (best or last). What is
     loaded must be what the run was trained with: the tokenizers and pre-trained checkpoints
     as config.json's digests record them, and checkpoints this run saved (their own config
     and input digests are config.json's); else one line naming the file.
@@ -62,15 +64,16 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     model = get_method(cfg["method"]).build_for_translation(
         cfg, vocab_of(src_tok), vocab_of(tgt_tok), paths.pretrained)
     if average_last > 0:
-        found = checkpoints.epoch_checkpoints(run_dir / layout.CHECKPOINTS_NAME)
+        kind = "epoch" if average_of == "epochs" else "update"
+        found = checkpoints.numbered_checkpoints(run_dir / layout.CHECKPOINTS_NAME, average_of)
         if len(found) < average_last:
             raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
-                             f"but only {len(found)} epoch checkpoints exist")
+                             f"but only {len(found)} {kind} checkpoints exist")
         try:
             weights = checkpoints.average(found[-average_last:], check=check)
         except InputError as err:  # damaged, or not this run's: only training again helps
             raise InputError(f"{err}; {retrain(run_dir)}") from None
-        where = f"{run_dir}: the last {average_last} epoch checkpoints"
+        where = f"{run_dir}: the last {average_last} {kind} checkpoints"
     else:
         path = run_dir / layout.CHECKPOINTS_NAME / layout.CHECKPOINT_NAME.format(
             checkpoint=checkpoint)
@@ -219,7 +222,8 @@ def translate_file(run_dir: str | Path, src_path: str | Path, out_path: str | Pa
                              "to translate")
         lines = lines[:max_lines]
     model, src_tok, tgt_tok, _ = load_run_model(run_dir, settings.checkpoint,
-                                                settings.average_last, device)
+                                                settings.average_last, device,
+                                                settings.average_of)
     search_settings(model, settings, run_dir)
     start = time.perf_counter()
     hyps = translate_lines(model, src_tok, tgt_tok, lines, progress=f"decode {src_path}",

@@ -138,19 +138,20 @@ def to_fsmt(model: EncoderDecoder, languages: tuple[str, str] = ("src", "tgt"),
 
 
 def export_run(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
-               average_last: int = 0) -> Path:
+               average_last: int = 0, average_of: str = "epochs") -> Path:
     """Write a run's Transformer to `out` as a Hugging Face FSMT model and its source and
     target tokenizers (hf_tokenizer.py)."""
     from nmtbench.evaluation.translate import load_run_model
     from nmtbench.export.hf_tokenizer import save_tokenizers
 
-    model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, "cpu")
+    model, src_tok, tgt_tok, _ = load_run_model(run_dir, checkpoint, average_last, "cpu",
+                                                average_of)
     hf = to_fsmt(model, where=str(run_dir))
     with atomic_directory(out, EXPORTED) as tmp:
         hf.save_pretrained(str(tmp))
         save_tokenizers(src_tok, tgt_tok, model.source_bos, tmp)
         write_json(tmp / EXPORTED, {"run_dir": str(run_dir), "checkpoint": checkpoint,
-                                    "average_last": average_last})
+                                    "average_last": average_last, "average_of": average_of})
     return Path(out)
 
 

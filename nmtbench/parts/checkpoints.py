@@ -26,8 +26,9 @@ from nmtbench.provenance import file_digest
 
 log = logging.getLogger(__name__)
 
-EPOCH_FILE = re.compile(
-    re.escape(layout.EPOCH_CHECKPOINT_NAME).replace(r"\{epoch\}", r"(\d+)") + "$")
+# the numbered checkpoints kept for averaging: of each epoch, and of every so many updates
+NUMBERED = {"epochs": layout.EPOCH_CHECKPOINT_NAME.format(epoch="{}"),
+            "updates": layout.UPDATE_CHECKPOINT_NAME.format(update="{}")}
 CHECKSUM_SUFFIX = ".sha256"
 CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  \S.*")
 
@@ -125,11 +126,13 @@ def _write_checksums(path: Path, digests: list[str]) -> None:
     write_text(checksum_path(path), "".join(f"{d}  {path.name}\n" for d in digests))
 
 
-def epoch_checkpoints(directory: str | Path) -> list[Path]:
-    """The per-epoch checkpoints in a directory, oldest first."""
-    pattern = layout.EPOCH_CHECKPOINT_NAME.format(epoch="*")
-    found = [(int(m.group(1)), p) for p in Path(directory).glob(pattern)
-             if (m := EPOCH_FILE.search(p.name))]
+def numbered_checkpoints(directory: str | Path, per: str = "epochs") -> list[Path]:
+    """The checkpoints of each epoch (`per` "epochs") or of every so many updates ("updates")
+    in a directory, oldest first."""
+    name = NUMBERED[per]
+    number = re.compile(re.escape(name).replace(r"\{\}", r"(\d+)") + "$")
+    found = [(int(m.group(1)), p) for p in Path(directory).glob(name.format("*"))
+             if (m := number.fullmatch(p.name))]
     return [p for _, p in sorted(found)]
 
 

@@ -120,10 +120,22 @@ class RunFiles:
         weights = {k: v for k, v in state.items() if k != "optimizer"}
         epoch_file = layout.EPOCH_CHECKPOINT_NAME.format(epoch=epoch)
         checkpoints.save(self.ckpt_dir / epoch_file, weights)
-        for old in checkpoints.epoch_checkpoints(self.ckpt_dir)[:-keep_last]:
+        for old in checkpoints.numbered_checkpoints(self.ckpt_dir)[:-keep_last]:
             checkpoints.remove(old)
         if improved:
             checkpoints.save(self.checkpoint("best"), weights)
+        checkpoints.save(self.last, state)
+
+    def save_interval(self, step: int, state: dict[str, Any], keep_last: int) -> None:
+        """The checkpoints of every save_interval_updates updates: last.pt resumes; with
+        `keep_last` > 0, updateN.pt holds the weights alone (the last `keep_last` kept, for
+        averaging over updates: a run of few, long epochs has too few epoch checkpoints)."""
+        if keep_last:
+            weights = {k: v for k, v in state.items() if k != "optimizer"}
+            update_file = layout.UPDATE_CHECKPOINT_NAME.format(update=step)
+            checkpoints.save(self.ckpt_dir / update_file, weights)
+            for old in checkpoints.numbered_checkpoints(self.ckpt_dir, "updates")[:-keep_last]:
+                checkpoints.remove(old)
         checkpoints.save(self.last, state)
 
     def remove_earlier_training(self) -> None:

@@ -287,7 +287,8 @@ class Trainer:
                     if self.step % self.tc.save_interval_updates == 0:
                         if self.world.is_main:
                             with self._saving():
-                                checkpoints.save(self.files.last, self._state())
+                                self.files.save_interval(self.step, self._state(),
+                                                         self.tc.keep_interval_updates)
                         self.saved_step = self.step
                     if trained_out(self.tc, self.epoch, self.step):
                         break

@@ -337,20 +337,30 @@ def _check_train_pairs(config: dict[str, Any], plan: Plan, dataset: str, run: st
 
 def _check_decoding(plan: Plan) -> None:
     """Each requested decoding makes sense (`DecodeSettings.refusal`: what the model's sizes
-    decide is checked when the workflow starts), and one that averages the last k epoch
-    checkpoints has a run that trains and keeps k of them; found when the decode job starts,
-    after the training, otherwise."""
+    decide is checked when the workflow starts), and one that averages the last k epoch or
+    update checkpoints has a run that trains and keeps k of them, as far as its settings
+    say (an epoch's updates depend on the corpus); found when the decode job starts, after
+    the training, otherwise."""
     for cell in dict.fromkeys(c for c in plan.cells() if c.run is not None and c.tag is not None):
-        if refusal := plan.decode_for_tag(cell.tag).refusal():
-            raise InputError(f"run {cell.dataset}/{cell.run} ({cell.experiment}): {refusal}")
-        average = plan.decode_for_tag(cell.tag).average_last
+        where = f"run {cell.dataset}/{cell.run} ({cell.experiment})"
+        decode = plan.decode_for_tag(cell.tag)
+        if refusal := decode.refusal():
+            raise InputError(f"{where}: {refusal}")
         trainer = TrainConfig.from_dict(plan.train_settings(cell.dataset, cell.run))
-        kept = min(trainer.max_epochs, trainer.keep_last_epochs)
-        if average > kept:
+        if decode.average_of == "epochs":
+            kept = min(trainer.max_epochs, trainer.keep_last_epochs)
+            how = f"max_epochs {trainer.max_epochs}, keep_last_epochs {trainer.keep_last_epochs}"
+        else:
+            saved = (trainer.max_updates // trainer.save_interval_updates
+                     if trainer.max_updates else trainer.keep_interval_updates)
+            kept = min(saved, trainer.keep_interval_updates)
+            how = (f"keep_interval_updates {trainer.keep_interval_updates}, "
+                   f"save_interval_updates {trainer.save_interval_updates}, "
+                   f"max_updates {trainer.max_updates}")
+        if decode.average_last > kept:
             raise InputError(
-                f"run {cell.dataset}/{cell.run} ({cell.experiment}): decode key 'average_last' "
-                f"{average} averages more epoch checkpoints than the run keeps ({kept}: "
-                f"max_epochs {trainer.max_epochs}, keep_last_epochs {trainer.keep_last_epochs})")
+                f"{where}: decode key 'average_last' {decode.average_last} averages more "
+                f"{decode.average_of[:-1]} checkpoints than the run keeps ({kept}: {how})")
 
 
 def _lowercased_sides(config: dict[str, Any], dataset: str) -> set[str]:

@@ -31,7 +31,8 @@ class DecodeSettings:
     length_beam: int = 4  # mask-predict: target-length candidates
     iterations: int = 10  # mask-predict: at most this many
     checkpoint: str = "best"  # or last
-    average_last: int = 0  # > 0: average the last k epoch checkpoints instead
+    average_last: int = 0  # > 0: average the last k checkpoints of `average_of` instead
+    average_of: str = "epochs"  # or updates: the trainer's keep_interval_updates checkpoints
     batch_size: int = 64  # sentences per batch (does not change the hypotheses)
     decoding: str = "at"  # as the experiment's method decodes (not a `decode:` key)
 
@@ -50,8 +51,15 @@ class DecodeSettings:
         """What a decoding's record says of the settings that made its hypotheses (the report
         compares it with its cell's): the search's settings and the weights decoded."""
         return {"decoding": self.decoding, **self.search(parallel=self.decoding == "nat"),
-                "checkpoint": (f"average_last_{self.average_last}" if self.average_last
-                               else self.checkpoint)}
+                "checkpoint": self.weights}
+
+    @property
+    def weights(self) -> str:
+        """The weights decoded: a checkpoint's name, or the average of the last k of a kind."""
+        if not self.average_last:
+            return self.checkpoint
+        kind = "" if self.average_of == "epochs" else f"_{self.average_of}"
+        return f"average_last_{self.average_last}{kind}"
 
     def refusal(self, target_vocab: int | None = None, max_length: int | None = None
                 ) -> str | None:
@@ -76,7 +84,9 @@ class DecodeSettings:
     def tag(self) -> str:
         """A file-name-safe name for everything that changes the hypotheses: the settings of
         the search (beam search, or mask-predict for `decoding: nat`) and the checkpoint."""
-        ckpt = f"avg{self.average_last}" if self.average_last else self.checkpoint
+        # epochs' averages keep the tags they had before update checkpoints existed
+        ckpt = (self.checkpoint if not self.average_last else f"avg{self.average_last}"
+                + ("u" if self.average_of == "updates" else ""))
         default = DecodeSettings()
         if self.decoding == "nat":  # the length penalty named only when not the average's
             ranked = ("" if (self.lenpen, self.lenpen_form) == (default.lenpen,
@@ -130,7 +140,8 @@ OPTIONS: dict[str, tuple[Callable[[str], Any], tuple[str, ...] | None, str | Non
     "length_beam": (at_least(1), None, "mask-predict: target-length candidates"),
     "iterations": (at_least(1), None, "mask-predict: at most this many"),
     "checkpoint": (str, ("best", "last"), None),
-    "average_last": (at_least(0), None, "average the last k epoch checkpoints instead"),
+    "average_last": (at_least(0), None, "average the last k checkpoints instead"),
+    "average_of": (str, ("epochs", "updates"), "what --average-last averages"),
 }
 
 

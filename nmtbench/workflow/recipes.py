@@ -60,7 +60,7 @@ def effective(plan: Plan, dataset: str, experiment: str) -> dict[str, Any]:
     decoding = plan.decoding(dataset, experiment)
     if decoding != "none":
         decode = plan.decode_settings(dataset, experiment)
-        ours.update(average_last=decode.average_last,
+        ours.update(average_last=(decode.average_last, decode.average_of),
                     beam=decode.length_beam if decoding == "nat" else decode.beam,
                     lenpen=(decode.lenpen, decode.lenpen_form))
     return ours
@@ -68,11 +68,11 @@ def effective(plan: Plan, dataset: str, experiment: str) -> dict[str, Any]:
 
 def _same(key: str, ours: Any, fact: dict[str, Any]) -> bool:
     value = fact["value"]
-    if key == "lenpen":
+    if key in ("lenpen", "average_last"):  # a value and its form
         if ours is None:
             return False
-        lenpen, form = ours
-        return math.isclose(lenpen, value, rel_tol=1e-3) and fact.get("form", form) == form
+        number, form = ours
+        return math.isclose(number, value, rel_tol=1e-3) and fact.get("form", form) == form
     if key == "stopping":  # the rule, not patience's count (its validations differ)
         return ours.split()[0] == value
     if isinstance(value, float) and isinstance(ours, int | float):
@@ -136,7 +136,7 @@ def _show(key: str, value: Any) -> str:
     if key == "lenpen":
         return f"{value[0]:g} ({value[1]})"
     if key == "average_last":
-        return f"last {value}" if value else "one"
+        return f"last {value[0]} ({value[1]})" if value[0] else "one"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

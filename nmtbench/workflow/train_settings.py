@@ -48,8 +48,10 @@ BOOKKEEPING = ("log_interval", "save_interval_updates")
 def resumable(cfg: dict[str, Any]) -> dict[str, Any]:
     """The settings a checkpoint must share with the run that loads it (resuming it, or
     decoding with it): all but when to stop (`resume_refusal` judges those) and how often
-    it logs and saves."""
-    return {k: v for k, v in cfg.items() if k not in (*STOPPING, *BOOKKEEPING)}
+    it logs and saves; how often it saves does count where update checkpoints are kept (the
+    checkpoints an average reads)."""
+    free = BOOKKEEPING if not cfg.get("keep_interval_updates") else ("log_interval",)
+    return {k: v for k, v in cfg.items() if k not in (*STOPPING, *free)}
 
 
 def _off_is_never(value: float) -> float:

@@ -24,9 +24,13 @@ MADE_BY = {  # results file -> the command that makes it
 }
 
 
-# The GPU benchmarks time a fixed number of updates and decodes: how a run stops and how long its
-# warm-up is do not change what an update costs, so they do not make those files stale
-TIMED_UPDATES = frozenset({"patience", "max_updates", "max_epochs", "warmup_updates"})
+# The GPU benchmarks time a fixed number of updates and decodes of weights they make, and save
+# none: how a run stops, how long its warm-up is and which checkpoints it keeps and decodes do
+# not change what an update or a search costs, so they do not make those files stale
+TIMED_UPDATES = frozenset({
+    "train.patience", "train.max_updates", "train.max_epochs", "train.warmup_updates",
+    "train.keep_last_epochs", "train.keep_interval_updates", "decode.average_last",
+    "decode.average_of", "decode.checkpoint"})
 UNREAD = {"results/gpu.md": TIMED_UPDATES, "results/gpu-host-overhead.md": TIMED_UPDATES}
 
 

@@ -93,7 +93,8 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
     real datasets (the toy world's are toy-sized already) its widths divided by `divisor`,
     its training pairs `TRAIN_PAIRS` and its batches at most `MAX_TOKENS`; its epochs a
     handful, as many as its run's decodings average (the same for every experiment of a
-    run); mask-predict decodings in batches of `NAT_BATCH`. Every experiment, not only the
+    run), and where they average update checkpoints one saved every update, so that its 20
+    to 30 updates leave as many; mask-predict decodings in batches of `NAT_BATCH`. Every experiment, not only the
     trained ones: an experiment named as its method (`abnet`) overrides the method's others
     too, which would otherwise join its run and rename it."""
     trained = {dataset for dataset, _ in plan.trained_runs()}
@@ -109,14 +110,20 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
                 runs[e] = cell.run
         experiments = sorted(runs)
         averaged: dict[str, int] = {}
+        over_updates: set[str] = set()
         for e in experiments:
-            average = plan.decode_settings(dataset, e).average_last
-            averaged[runs[e]] = max(averaged.get(runs[e], 0), average)
+            decode = plan.decode_settings(dataset, e)
+            averaged[runs[e]] = max(averaged.get(runs[e], 0), decode.average_last)
+            if decode.average_last and decode.average_of == "updates":
+                over_updates.add(runs[e])
         overrides = datasets.setdefault(dataset, {"overrides": {}})["overrides"]
         for e in experiments:
             settings = plan.train_settings(dataset, e)
-            override: dict[str, Any] = {"max_epochs": max(LEAST_EPOCHS, averaged[runs[e]]),
-                                        "keep_last_epochs": max(1, averaged[runs[e]])}
+            override: dict[str, Any] = {"max_epochs": max(LEAST_EPOCHS, averaged[runs[e]])}
+            if runs[e] in over_updates:
+                override["save_interval_updates"] = 1
+            else:
+                override["keep_last_epochs"] = max(1, averaged[runs[e]])
             if plan.config["datasets"][dataset]["kind"] != "toyworld":
                 override |= _scaled(_architecture(plan, settings["method"], settings), divisor)
                 override["train_pairs"] = TRAIN_PAIRS

@@ -82,7 +82,7 @@ def test_only_rank_0_writes(two_processes):
     assert steps == sorted(set(steps))  # one log line per update, not one per process
     summary = json.loads((two_processes / "train_summary.json").read_text())
     assert summary["processes"] == 2 and summary["steps"] == steps[-1]
-    assert [p.name for p in checkpoints.epoch_checkpoints(two_processes / "checkpoints")] == [
+    assert [p.name for p in checkpoints.numbered_checkpoints(two_processes / "checkpoints")] == [
         "epoch1.pt", "epoch2.pt", "epoch3.pt"]
     # and the curves: one event file, a point per update
     (events,) = (two_processes / "tensorboard").glob("events.out.tfevents.*")

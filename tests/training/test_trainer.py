@@ -10,12 +10,18 @@ from killed_training import train_until_killed
 from tiny_checkpoints import TINY_TRANSFORMER as CFG
 
 from nmtbench.errors import InputError
+from nmtbench.evaluation.translate import load_run_model
 from nmtbench.parts import checkpoints
 from nmtbench.parts.contract import Progress
 from nmtbench.run_paths import RunPaths
 from nmtbench.training import trainer
 from nmtbench.training.trainer import Trainer
-from nmtbench.workflow.train_settings import TrainConfig, inverse_sqrt_lr, resume_refusal
+from nmtbench.workflow.train_settings import (
+    TrainConfig,
+    inverse_sqrt_lr,
+    resumable,
+    resume_refusal,
+)
 
 
 def test_inverse_sqrt_schedule():
@@ -115,13 +121,55 @@ def test_resume_refuses_changed_inputs(toy_paths, tmp_path, changed):
 
 def test_keeps_last_epochs_and_averages_them(toy_paths, tmp_path):
     Trainer(tmp_path / "run", CFG, toy_paths, device="cpu").run()
-    found = checkpoints.epoch_checkpoints(tmp_path / "run" / "checkpoints")
+    found = checkpoints.numbered_checkpoints(tmp_path / "run" / "checkpoints")
     assert [p.name for p in found] == ["epoch2.pt", "epoch3.pt"]
     averaged = checkpoints.average(found)
     a, b = (checkpoints.load(p)["model"] for p in found)
     for name in a:
         assert torch.allclose(averaged[name], (a[name] + b[name]) / 2, atol=1e-6), name
     assert any(not torch.equal(a[name], b[name]) for name in a)  # a real average, not a copy
+
+
+def test_the_save_interval_counts_only_where_update_checkpoints_are_kept():
+    """How often last.pt is saved changes nothing a run learns; where update checkpoints are
+    kept, it changes which weights a decode averages, so a checkpoint saved at another
+    interval is not this config's."""
+    every_4, every_8 = {**CFG}, {**CFG, "save_interval_updates": 8}
+    assert resumable(every_4) == resumable(every_8)
+    assert (resumable({**every_4, "keep_interval_updates": 3})
+            != resumable({**every_8, "keep_interval_updates": 3}))
+
+
+def test_keeps_interval_updates_and_a_resumed_run_keeps_the_same(toy_paths, tmp_path):
+    """keep_interval_updates: the weights of every save_interval_updates updates, the last k
+    kept (a run of few epochs can still average 10); a killed and resumed run ends with the
+    same ones, and decoding averages them."""
+    torch.set_num_threads(1)
+    cfg = {**CFG, "keep_interval_updates": 3}
+    straight = Trainer(tmp_path / "straight", cfg, toy_paths, device="cpu")
+    straight.run()
+    crashing = Trainer(tmp_path / "resumed", cfg, toy_paths, device="cpu")
+    train_until_killed(crashing, len(crashing.train_data.batches(CFG["max_tokens"])) + 6)
+    Trainer(tmp_path / "resumed", cfg, toy_paths, device="cpu").run()
+    interval = CFG["save_interval_updates"]
+    last = straight.step // interval * interval
+    names = [f"update{step}.pt" for step in range(last - 2 * interval, last + 1, interval)]
+    kept = {}
+    for run in ("straight", "resumed"):
+        found = checkpoints.numbered_checkpoints(tmp_path / run / "checkpoints", "updates")
+        assert [p.name for p in found] == names, run
+        kept[run] = [checkpoints.load(p)["model"] for p in found]
+        assert all("optimizer" not in checkpoints.load(p) for p in found)
+    for ours, theirs in zip(kept["resumed"], kept["straight"], strict=True):
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+    model, *_ = load_run_model(tmp_path / "straight", average_last=3, device="cpu",
+                               average_of="updates")
+    first = next(iter(kept["straight"][0]))
+    mean = sum(weights[first] for weights in kept["straight"]) / 3
+    assert torch.allclose(model.checkpoint_state()[first], mean, atol=1e-6)
+    with pytest.raises(InputError, match="only 3 update checkpoints exist"):
+        load_run_model(tmp_path / "straight", average_last=4, device="cpu",
+                       average_of="updates")
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(toy_paths, tmp_path):

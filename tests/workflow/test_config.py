@@ -253,6 +253,19 @@ def _experiment(c, **settings):
     (lambda c: c.update(decode={"average_last": 50}),
      "run toy/transformer-tiny (transformer-base): decode key 'average_last' 50 averages "
      "more epoch checkpoints than the run keeps (10: max_epochs 10, keep_last_epochs 10)"),
+    # ... or update checkpoints: none kept, or fewer saved than averaged before max_updates
+    (lambda c: c.update(decode={"average_last": 3, "average_of": "updates"}),
+     "run toy/transformer-tiny (transformer-base): decode key 'average_last' 3 averages "
+     "more update checkpoints than the run keeps (0: keep_interval_updates 0, "
+     "save_interval_updates 100, max_updates 0)"),
+    (lambda c: (c.update(decode={"average_last": 3, "average_of": "updates"}),
+                c["defaults"].update(keep_interval_updates=5, save_interval_updates=100,
+                                     max_updates=250)),
+     "run toy/transformer-tiny (transformer-base): decode key 'average_last' 3 averages "
+     "more update checkpoints than the run keeps (2: keep_interval_updates 5, "
+     "save_interval_updates 100, max_updates 250)"),
+    (lambda c: c.update(decode={"average_of": "steps"}),
+     "config key 'decode.average_of': 'steps' is not one of ['epochs', 'updates']"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(layers="x"),
      "config key 'pretraining.toy-bert-src.layers': 'x' is not of type 'integer'"),
     (lambda c: c["pretraining"]["toy-bert-src"].update(max_updates=-3),

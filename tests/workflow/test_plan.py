@@ -196,6 +196,8 @@ def test_decode_tag_spells_the_settings():
     assert decode_tag({**BASE_DECODE, "max_len_a": 1.5}) == f"{T5}-maxlena1p5"
     assert decode_tag({**BASE_DECODE, "max_len_b": 200}) == f"{T5}-maxlenb200"
     assert decode_tag({"decoding": "nat", "average_last": 10}) == "lb4-it10-avg10"
+    assert decode_tag({"decoding": "nat", "average_last": 10,
+                       "average_of": "updates"}) == "lb4-it10-avg10u"
     assert decode_tag({"decoding": "nat", "length_beam": 3, "iterations": 5,
                        "beam": 2}) == "lb3-it5-best"  # beam search settings do not apply
 
@@ -205,7 +207,8 @@ def test_decode_settings_make_the_commands_options():
 
     from nmtbench.workflow import decode_settings
 
-    settings = DecodeSettings(beam=2, lenpen=0.6, lenpen_form="gnmt", average_last=10)
+    settings = DecodeSettings(beam=2, lenpen=0.6, lenpen_form="gnmt", average_last=10,
+                              average_of="updates")
     parser = ArgumentParser()
     decode_settings.add_arguments(parser)
     parsed = decode_settings.from_arguments(parser.parse_args(settings.arguments()))
@@ -217,7 +220,8 @@ def test_decode_tag_changes_with_every_hypothesis_setting_and_is_file_name_safe(
     variants = [BASE_DECODE] + [{**BASE_DECODE, **change} for change in (
         {"beam": 4}, {"beam": 50}, {"lenpen": 0.6}, {"lenpen": 1.1}, {"lenpen": 0.0},
         {"lenpen": 6.0}, {"lenpen_form": "gnmt"}, {"checkpoint": "last"}, {"average_last": 5},
-        {"average_last": 10}, {"max_len_a": 0}, {"max_len_a": 1.5}, {"max_len_b": 0},
+        {"average_last": 10}, {"average_last": 10, "average_of": "updates"}, {"max_len_a": 0},
+        {"max_len_a": 1.5}, {"max_len_b": 0},
         {"max_len_b": 200}, {"lenpen": 0.6, "lenpen_form": "gnmt", "beam": 4},
     )]
     tags = [decode_tag(v) for v in variants]
@@ -227,6 +231,7 @@ def test_decode_tag_changes_with_every_hypothesis_setting_and_is_file_name_safe(
     # averaging ignores which single checkpoint is named, so the tag does too
     assert (decode_tag({**BASE_DECODE, "average_last": 10, "checkpoint": "last"})
             == decode_tag({**BASE_DECODE, "average_last": 10}))
+    assert decode_tag({**BASE_DECODE, "average_of": "updates"}) == T5  # nothing averaged
 
 
 def test_decode_for_tag_gives_back_the_settings(catalogue):

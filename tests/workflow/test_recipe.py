@@ -43,7 +43,9 @@ def test_the_recipes_are_derived_from_the_config(paper_plan):
     abnet = runs[("abnet", "iwslt14-de-en")]
     assert abnet.theirs.facts["tokens_per_update"]["value"] == 4000  # 2,000 x 2 (README)
     assert abnet.ours["tokens_per_update"] == 4096 and "tokens_per_update" in abnet.differs
-    assert abnet.ours["average_last"] == 10 and "average_last" not in abnet.differs
+    # the same 10 averaged as the authors', of update checkpoints where theirs were of epochs
+    assert abnet.theirs.facts["average_last"]["form"] == "epochs"
+    assert abnet.ours["average_last"] == (10, "updates") and "average_last" in abnet.differs
     student = runs[("bertkd-kd-deen", "iwslt14-de-en")]
     assert student.ours["tokens_per_update"] == 6000 and student.differs == []
     assert student.ours["stopping"] == "updates" and student.ours["updates"] == 100000
