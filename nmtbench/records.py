@@ -6,6 +6,8 @@ environment's commands read them too."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +27,53 @@ def is_finite(value: Any) -> bool:
     return is_number(value) and math.isfinite(value)
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """The values a recorded number can take. A file edited by hand may hold a number of the
+    right type that no job could have written (BLEU 250, a negative latency, half a
+    parameter): shown, it would read as a result."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    above: bool = False  # strictly above `low`
+    whole: bool = False  # a count
+
+    def refusal(self, value: float) -> str | None:
+        """What `value` fails, in words; None where it is one of these values."""
+        if self.whole and not isinstance(value, int):
+            return "a whole number"
+        if value < self.low or (self.above and value == self.low) or value > self.high:
+            lower = f"above {self.low:g}" if self.above else f"at least {self.low:g}"
+            return (f"from {self.low:g} to {self.high:g}" if math.isfinite(self.high)
+                    else lower)
+        return None
+
+
+ANY = Bounds()
+SCORE = Bounds(0, 100)  # BLEU, chrF and ROUGE F1, x100
+SHARE = Bounds(0, 1)  # an accuracy, a probability
+COUNT = Bounds(0, whole=True)
+POSITIVE = Bounds(0, above=True)  # a time per item, a rate, a ratio of two
+NON_NEGATIVE = Bounds(0)
+
+
+def checked_number(path: str | Path, key: str, value: Any, bounds: Bounds = ANY) -> float:
+    """`value`, the number at `key` of the record `path`; one that is not a finite number
+    or outside `bounds` is an error naming the file and the key."""
+    if not is_finite(value):
+        raise InputError(f"{path}: key {key!r} must be a finite number, got {value!r}")
+    if refused := bounds.refusal(value):
+        raise InputError(f"{path}: key {key!r} must be {refused}, got {value!r}")
+    return value
+
+
 def read_result(path: str | Path, keys: tuple[str, ...] = (),
-                numbers: tuple[str, ...] = ()) -> dict[str, Any] | None:
+                numbers: Mapping[str, Bounds] | None = None) -> dict[str, Any] | None:
     """A JSON record a job writes (metrics, latency, a run's summary), or None while no job
     has written it. A corrupt one, one that is not an object, or one without one of `keys` or
-    of `numbers` (dotted: "heldout.accuracy"; these must be numbers; "key?": a number where
-    it is there) is an error naming it."""
+    of `numbers` (dotted: "heldout.accuracy"; these must be numbers within their bounds;
+    "key?": such a number where it is there) is an error naming it."""
+    numbers = numbers or {}
     data = read_json(path)
     if data is None:
         return None
@@ -45,9 +88,8 @@ def read_result(path: str | Path, keys: tuple[str, ...] = (),
                 raise InputError(f"{path}: key {key!r} is missing")
             value = value[part]
         else:
-            if key in numbers and not is_finite(value):
-                raise InputError(f"{path}: key {key.removesuffix('?')!r} must be a finite "
-                                 f"number, got {value!r}")
+            if key in numbers:
+                checked_number(path, key.removesuffix("?"), value, numbers[key])
     return data
 
 

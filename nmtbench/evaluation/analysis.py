@@ -24,12 +24,11 @@ from nmtbench.evaluation.metrics import (
     rouge_sentences,
 )
 from nmtbench.fileio import read_lines, write_json
+from nmtbench.workflow.metric_registry import verdict
 
 import_nltk()  # compare-mt imports nltk: without the scipy.stats nothing here reads
 from compare_mt import scorers, sign_utils  # noqa: E402
 from compare_mt.bucketers import LengthSentenceBucketer  # noqa: E402
-
-P_VALUE = 0.05
 
 
 def _corpus(path: str | Path, lowercase: bool, compound_split: bool,
@@ -135,8 +134,7 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
         "loss_ratio": worse,
         "p_better": 1 - better,
         "p_worse": 1 - worse,
-        "significance": ("better" if 1 - better < P_VALUE
-                         else "worse" if 1 - worse < P_VALUE else "none"),
+        "significance": verdict(1 - better, 1 - worse),
         "system": {k: float(v) for k, v in stats[0].items()},
         "baseline": {k: float(v) for k, v in stats[1].items()},
         # which hypotheses were compared: the report checks them against the metrics' own

@@ -31,7 +31,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from nmtbench import layout  # noqa: E402
 from nmtbench.errors import InputError  # noqa: E402
 from nmtbench.fileio import atomic_path, read_jsonl  # noqa: E402
-from nmtbench.records import is_number, read_result  # noqa: E402
+from nmtbench.records import SCORE, checked_number, is_number, read_result  # noqa: E402
 from nmtbench.report.results import Results  # noqa: E402
 from nmtbench.workflow.metric_registry import METRICS  # noqa: E402
 from nmtbench.workflow.papers import Figure  # noqa: E402
@@ -306,6 +306,7 @@ def _valid_bleu(log: Path, axis: str) -> dict[int, float]:
         if not (is_number(x) and is_number(bleu)):
             raise InputError(f"{log}: a valid event's {axis} and valid_bleu must be numbers, "
                              f"got {x!r} and {bleu!r}")
+        checked_number(log, "valid_bleu", bleu, SCORE)
     return {x: float(bleu) for x, bleu in points.items()}
 
 
@@ -319,6 +320,9 @@ def _bucket_record(path: Path, names: list[str]) -> dict | None:
                                                        or is_number(b["bleu"]))
             for b in data["buckets"])):
         raise InputError(f"{path}: key 'buckets' must be a list of {{bucket, bleu}} entries")
+    for i, bucket in enumerate(data["buckets"] if data is not None else []):
+        if bucket["bleu"] is not None:
+            checked_number(path, f"buckets.{i}.bleu", bucket["bleu"], SCORE)
     if data is not None and [b["bucket"] for b in data["buckets"]] != names:
         raise InputError(f"{path}: key 'buckets' must be the buckets {', '.join(names)} in "
                          "this order")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError
-from nmtbench.records import is_finite, read_result
+from nmtbench.records import POSITIVE, SHARE, checked_number, read_result
 from nmtbench.workflow.config import as_json
-from nmtbench.workflow.metric_registry import METRICS
+from nmtbench.workflow.metric_registry import METRICS, Metric, verdict
 from nmtbench.workflow.plan import Cell, Plan, bootstrap_file
 
 BETTER, WORSE = "▲", "▼"
@@ -54,7 +55,9 @@ class Results:
             return None
         if metric == "speedup" and "baseline" not in data:
             return 1.0  # the baseline row itself
-        return _get(data, METRICS[metric].keys, path, METRICS[metric].source == "metrics")
+        value = _get(data, METRICS[metric], path)
+        _check_consistent(data, metric, value, path)
+        return value
 
     def significance(self, cell: Cell, baseline: Cell, split: str, metric: str) -> str:
         """▲/▼ when every seed's paired bootstrap of the metric's score says better/worse at
@@ -62,9 +65,13 @@ class Results:
         verdicts = []
         for seed in self.plan.seeds:
             path = self.path(bootstrap_file(cell, baseline, split, metric, seed))
-            data = read_result(path)
+            data = read_result(path, numbers={"p_better": SHARE, "p_worse": SHARE})
             if data is None:
                 return ""
+            if data.get("significance") != verdict(data["p_better"], data["p_worse"]):
+                raise InputError(f"{path}: key 'significance' is {data.get('significance')!r}, "
+                                 f"but its p-values make it "
+                                 f"{verdict(data['p_better'], data['p_worse'])!r}")
             scored = [(read_result(self.path(c.file(layout.METRICS, seed, split=split))), c)
                       for c in (cell, baseline)]
             if (not all(s is not None and self.current(s, c, seed, split) for s, c in scored)
@@ -228,17 +235,41 @@ def timed_as_configured(config: dict[str, Any], record: dict) -> bool:
             and record.get("throughput_batch_size", batch) == batch)
 
 
-def _get(data: dict, keys: tuple[str, ...], path: Path, scores: bool = False) -> float:
-    """The number at `keys`; missing from a metrics file (`scores`), it is a score an older
-    `evaluate` did not write yet (chrF): the error says how to score the run again."""
+def _get(data: dict, metric: Metric, path: Path) -> float:
+    """The metric's number, within the values its job writes; missing from a metrics file,
+    it is a score an older `evaluate` did not write yet (chrF): the error says how to score
+    the run again."""
     value: Any = data
-    for key in keys:
+    for key in metric.keys:
         if not isinstance(value, dict) or key not in value:
             again = ("; an older evaluate wrote this file: delete it, or run snakemake with "
-                     "--forcerun evaluate, to score the run again") if scores else ""
-            raise InputError(f"{path}: missing key '{'.'.join(keys)}'{again}")
+                     "--forcerun evaluate, to score the run again"
+                     ) if metric.source == "metrics" else ""
+            raise InputError(f"{path}: missing key '{'.'.join(metric.keys)}'{again}")
         value = value[key]
-    if not is_finite(value):
-        raise InputError(f"{path}: key '{'.'.join(keys)}' must be a finite number, got "
-                         f"{value!r}")
-    return float(value)
+    return float(checked_number(path, ".".join(metric.keys), value, metric.bounds))
+
+
+def _check_consistent(data: dict, metric: str, value: float, path: Path) -> None:
+    """A number shown that its record derives from others there (a speedup from the two
+    medians) or bounds by one (trained parameters by all of them) agrees with them: one
+    edited by hand alone would read as a result no run gave."""
+    if metric == "speedup":
+        medians = [checked_number(path, key, _at(data, key), POSITIVE)
+                   for key in ("baseline.latency_ms.median", "latency_ms.median")]
+        if not math.isclose(value, medians[0] / medians[1], rel_tol=1e-9):
+            raise InputError(f"{path}: key 'speedup' is {value:g}, but the baseline's and the "
+                             f"run's median latencies make it {medians[0] / medians[1]:g}")
+    if metric == "params_trained":
+        total = checked_number(path, "params.total", _at(data, "params.total"),
+                               METRICS["params_total"].bounds)
+        if value > total:
+            raise InputError(f"{path}: key 'params.trained' is {value:.0f}, more than "
+                             f"'params.total' ({total:.0f})")
+
+
+def _at(record: Any, key: str) -> Any:
+    """The value at a dotted key of a record, None where it has none."""
+    for part in key.split("."):
+        record = record.get(part) if isinstance(record, dict) else None
+    return record

@@ -42,7 +42,7 @@ from nmtbench import layout, provenance
 from nmtbench.devices import cpu_model, gpu_model
 from nmtbench.errors import InputError
 from nmtbench.fileio import write_json, write_text
-from nmtbench.records import read_result
+from nmtbench.records import COUNT, NON_NEGATIVE, POSITIVE, SHARE, Bounds, read_result
 from nmtbench.report import figures, table_curves
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
 from nmtbench.report.results import BETTER, WORSE, Results
@@ -495,11 +495,14 @@ def _claims_page(verdicts: list[Verdict], tables_link: str, stale: bool) -> list
     return [*lines, "", _markdown(pd.DataFrame(rows))]
 
 
-# What the section below reads of a pre-training's record
-PRETRAIN_NUMBERS = ("settings.layers", "settings.d_model", "settings.lr", "params", "updates",
-                    "epochs", "heldout.accuracy", "heldout.perplexity", "seconds",
-                    "settings.dropout?", "settings.mask_prob?", "settings.mask_replace_prob?",
-                    "settings.random_replace_prob?")
+# What the section below reads of a pre-training's record, and the values its job writes there
+PRETRAIN_NUMBERS = {"settings.layers": Bounds(1, whole=True),
+                    "settings.d_model": Bounds(1, whole=True), "settings.lr": POSITIVE,
+                    "params": Bounds(1, whole=True), "updates": COUNT, "epochs": NON_NEGATIVE,
+                    "heldout.accuracy": SHARE, "heldout.perplexity": Bounds(1),
+                    "seconds": NON_NEGATIVE, "settings.dropout?": SHARE,
+                    "settings.mask_prob?": SHARE, "settings.mask_replace_prob?": SHARE,
+                    "settings.random_replace_prob?": SHARE}
 
 def _pretraining_rows(plan: Plan, pretrained_dir: Path) -> list[dict[str, str]]:
     """How well the checkpoints pre-trained in the DAG learned, on their held-out text: a row
@@ -508,8 +511,12 @@ def _pretraining_rows(plan: Plan, pretrained_dir: Path) -> list[dict[str, str]]:
     for name in plan.pretrained_targets():
         spec = plan.config["pretraining"][name]
         planned = Path(layout.PRETRAIN_SUMMARY.format(pretrained=name))
-        summary = read_result(pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT),
-                              keys=("settings",), numbers=PRETRAIN_NUMBERS)
+        path = pretrained_dir / planned.relative_to(layout.PRETRAINED_ROOT)
+        summary = read_result(path, keys=("settings",), numbers=PRETRAIN_NUMBERS)
+        replaced = ("mask_replace_prob", "random_replace_prob")
+        if summary is not None and sum(summary["settings"].get(k, 0) for k in replaced) > 1:
+            raise InputError(f"{path}: keys 'settings.{replaced[0]}' and "
+                             f"'settings.{replaced[1]}' sum to more than 1")
         part = "mono" if generated(plan.config["datasets"], spec["dataset"]) else "train"
         row = {"Checkpoint": name, "Model": spec["model"],
                "Corpus": " + ".join([f"{spec['dataset']} {part}.{spec['side']}",

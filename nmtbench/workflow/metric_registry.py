@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from nmtbench.records import COUNT, POSITIVE, SCORE, Bounds
+
 # The languages sacreBLEU's input may be Moses-detokenized for (config `detok_lang`, the CLI's
 # --detok-lang): those sacremoses ships Moses' resources for, and Vietnamese (IWSLT15 En-Vi),
 # which Moses detokenizes with its generic rules.
@@ -19,6 +21,13 @@ DETOK_LANGS = ("as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr",
 # What `nmtbench bootstrap --score` resamples: tokenized BLEU, sacreBLEU (each column's marks
 # on its own BLEU), or one ROUGE F1 averaged over sentences.
 BOOTSTRAP_SCORES = ("bleu", "sacrebleu", "rouge1", "rouge2", "rougeL")
+P_VALUE = 0.05
+
+
+def verdict(p_better: float, p_worse: float) -> str:
+    """A paired bootstrap's finding from its two p-values: the job writes it, and the report
+    refuses a record whose finding is not its p-values' (one edited by hand)."""
+    return "better" if p_better < P_VALUE else "worse" if p_worse < P_VALUE else "none"
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class Metric:
     quality: bool = False  # a score of the output, higher is better (BLEU, ROUGE)
     lower_is_better: bool = False  # latency, parameter counts
     decoded: bool = True  # measured on a decoding (False: a property of the trained model)
+    bounds: Bounds = SCORE  # the values its job can write: the report refuses others
 
     def format(self, value: float) -> str:
         if self.pattern is None:
@@ -56,12 +66,12 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("rougeL", "metrics", ("rouge", "rougeL"), "ROUGE-L", "{:.2f}",
            significance="rougeL", quality=True),
     Metric("latency_ms", "latency", ("latency_ms", "median"), "latency (ms)", "{:.1f} ms",
-           lower_is_better=True),
-    Metric("speedup", "latency", ("speedup",), "speedup", "{:.2f}x"),
+           lower_is_better=True, bounds=POSITIVE),
+    Metric("speedup", "latency", ("speedup",), "speedup", "{:.2f}x", bounds=POSITIVE),
     Metric("params_trained", "metrics", ("params", "trained"), "#trained parameters", None,
-           lower_is_better=True, decoded=False),
+           lower_is_better=True, decoded=False, bounds=COUNT),
     Metric("params_total", "metrics", ("params", "total"), "#parameters", None,
-           lower_is_better=True, decoded=False),
+           lower_is_better=True, decoded=False, bounds=Bounds(1, whole=True)),
 )}
 
 

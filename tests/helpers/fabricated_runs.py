@@ -160,6 +160,10 @@ BUCKETS_BLEU = {
     "trm-big": {1: [25.0, 35.0, 12.0], 2: [27.0, 36.0, 14.0]},
 }
 BUCKET_LABELS = ["<8", "[8,16)", ">=16"]
+# A bootstrap's p-values for each finding it writes
+P_VALUES = {"better": {"p_better": 0.01, "p_worse": 0.99},
+            "worse": {"p_better": 0.99, "p_worse": 0.01},
+            "none": {"p_better": 0.4, "p_worse": 0.6}}
 
 
 def write_papers(directory: Path, paper: dict[str, Any] = PAPER_YAML) -> Path:
@@ -270,7 +274,8 @@ def fabricate(plan: Plan, results: Path,
             write(path, record)
         elif kind == "bootstrap":  # bootstrap.SPLIT.TAG.SCORE.vs.BASELINE.BTAG.json
             _, _, _, brun, btag, _ = rest.split(".")
-            write(path, {"significance": verdicts.get((experiment, seed), "better"),
+            significance = verdicts.get((experiment, seed), "better")
+            write(path, {"significance": significance, **P_VALUES[significance],
                          "samples": 1000, "hyps": [_hyp(run, tag, seed, split),
                                                    _hyp(brun, btag, seed, split)], **scoring})
         elif kind == "buckets":  # and the decoding record of the hypotheses it bucketed

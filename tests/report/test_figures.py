@@ -256,6 +256,29 @@ def test_buckets_other_than_the_figures_are_named_with_their_file(tmp_path: Path
         figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0], tmp_path)
 
 
+def test_a_bucket_bleu_no_job_could_write_is_named_with_its_file(tmp_path: Path) -> None:
+    plan = make_plan(make_config([1], tables=[BUCKETS]), write_papers(tmp_path / "papers"))
+    fabricate(plan, tmp_path / "results")
+    record = (tmp_path / "results" / "runs" / DATASET / "trm-big" / "seed1" /
+              f"buckets.test.{TAG_BIG}.8-16.json")
+    data = json.loads(record.read_text())
+    data["buckets"][1]["bleu"] = 135.0
+    record.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=f"^{record}: key 'buckets.1.bleu' must be from 0 to "
+                                         "100, got 135.0$"):
+        figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0], tmp_path)
+
+
+def test_a_valid_bleu_no_trainer_could_log_is_named_with_its_log(tmp_path: Path) -> None:
+    plan = make_plan(make_config([1], tables=[CURVE]), write_papers(tmp_path / "papers"))
+    fabricate(plan, tmp_path / "results")
+    log = tmp_path / "results" / "runs" / DATASET / "trm-big" / "seed1" / "train_log.jsonl"
+    log.write_text(log.read_text().replace('"valid_bleu": 25.0', '"valid_bleu": -25.0'))
+    with pytest.raises(InputError, match=f"^{log}: key 'valid_bleu' must be from 0 to 100, "
+                                         "got -25.0$"):
+        figures.draw(plan, Results(plan, tmp_path / "results"), plan.figures[0], tmp_path)
+
+
 @pytest.mark.parametrize("change", ["hypotheses decoded again", "another decoding",
                                     "a record naming no hypotheses"])
 def test_buckets_of_other_hypotheses_are_left_out(tmp_path: Path, change: str) -> None:

@@ -41,6 +41,7 @@ from fabricated_runs import (
 from nmtbench import provenance
 from nmtbench.errors import InputError
 from nmtbench.report import tables
+from nmtbench.report.results import Results
 from nmtbench.report.tables import LIBRARIES, write_report
 
 RUNS = f"results/runs/{DATASET}"
@@ -748,6 +749,66 @@ def test_metrics_file_without_the_metric(tmp_path: Path, papers: Path, value) ->
         render(plan, tmp_path)
 
 
+# (the file under the run trm-big/seed1, the key, the hand-edited value, the error's rest)
+IMPOSSIBLE = {
+    "BLEU below 0": (f"metrics.test.{TAG_BIG}.json", "bleu.tokenized", -5.0,
+                     "key 'bleu.tokenized' must be from 0 to 100, got -5.0"),
+    "BLEU above 100": (f"metrics.test.{TAG_BIG}.json", "bleu.tokenized", 250.0,
+                       "key 'bleu.tokenized' must be from 0 to 100, got 250.0"),
+    "sacreBLEU above 100": (f"metrics.test.{TAG_BIG}.json", "bleu.sacrebleu", 100.5,
+                            "key 'bleu.sacrebleu' must be from 0 to 100, got 100.5"),
+    "half a parameter": (f"metrics.test.{TAG_BIG}.json", "params.total", 2.5,
+                         "key 'params.total' must be a whole number, got 2.5"),
+    "no parameters": (f"metrics.test.{TAG_BIG}.json", "params.total", 0,
+                      "key 'params.total' must be at least 1, got 0"),
+    "a negative latency": (f"latency.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json",
+                           "latency_ms.median", -1.0,
+                           "key 'latency_ms.median' must be above 0, got -1.0"),
+    "a speedup of 0": (f"latency.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json", "speedup", 0.0,
+                       "key 'speedup' must be above 0, got 0.0"),
+    "a speedup its medians do not give": (
+        f"latency.{TAG_BIG}.vs.trm-base.{TAG_BASE}.json", "speedup", 7.0,
+        "key 'speedup' is 7, but the baseline's and the run's median latencies make it 2"),
+    "a p-value above 1": (f"bootstrap.test.{TAG_BIG}.bleu.vs.trm-base.{TAG_BASE}.json",
+                          "p_better", 3.0, "key 'p_better' must be from 0 to 1, got 3.0"),
+    "a finding its p-values do not give": (
+        f"bootstrap.test.{TAG_BIG}.bleu.vs.trm-base.{TAG_BASE}.json", "p_better", 0.5,
+        "key 'significance' is 'better', but its p-values make it 'none'"),
+}
+
+
+@pytest.mark.parametrize("case", IMPOSSIBLE)
+def test_a_number_no_job_could_write_is_one_line_naming_it(tmp_path: Path, papers: Path,
+                                                          case: str) -> None:
+    """A record edited by hand to a number of the right type that its job cannot write, or
+    that disagrees with the numbers it is made from, is refused, not shown as a result."""
+    plan = setup(tmp_path, papers, [1])
+    name, key, value, message = IMPOSSIBLE[case]
+    path = tmp_path / BIG1 / name
+    data = json.loads(path.read_text())
+    *parents, last = key.split(".")
+    record = data
+    for part in parents:
+        record = record[part]
+    record[last] = value
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
+        render(plan, tmp_path)
+
+
+def test_trained_parameters_above_all_of_them_are_refused(tmp_path: Path, papers: Path) -> None:
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    data = json.loads(path.read_text())
+    data["params"]["trained"] = data["params"]["total"] + 1
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(
+            f"{path}: key 'params.trained' is {data['params']['trained']}, more than "
+            f"'params.total' ({data['params']['total']})")):
+        Results(plan, tmp_path / "results").measure(
+            plan.cell(DATASET, "trm-big", "test"), "test", "params_trained", 1, None)
+
+
 # --- what each score column of a real-data table is ----------------------------------------------
 def test_real_data_columns_say_how_ours_and_the_papers_were_scored(tmp_path: Path,
                                                                    papers: Path) -> None:
@@ -820,3 +881,47 @@ def test_a_metrics_file_from_before_chrf_asks_for_evaluate_again(tmp_path: Path)
     assert str(err.value) == (f"{path}: missing key 'chrf.score'; an older evaluate wrote this "
                               "file: delete it, or run snakemake with --forcerun evaluate, to "
                               "score the run again")
+
+
+# (the pre-training summary's key, a value its job cannot write, the error's rest)
+IMPOSSIBLE_PRETRAINING = {
+    "an accuracy above 1": ("heldout.accuracy", 1.5,
+                            "key 'heldout.accuracy' must be from 0 to 1, got 1.5"),
+    "a perplexity below 1": ("heldout.perplexity", 0.5,
+                             "key 'heldout.perplexity' must be at least 1, got 0.5"),
+    "updates in halves": ("updates", 10.5, "key 'updates' must be a whole number, got 10.5"),
+    "a negative time": ("seconds", -1.0, "key 'seconds' must be at least 0, got -1.0"),
+    "more tokens replaced than selected": (
+        "settings.random_replace_prob", 0.5, "keys 'settings.mask_replace_prob' and "
+        "'settings.random_replace_prob' sum to more than 1"),
+}
+
+
+@pytest.mark.parametrize("case", IMPOSSIBLE_PRETRAINING)
+def test_a_pretraining_number_no_job_could_write_is_refused(tmp_path: Path, case: str) -> None:
+    """The pre-trained checkpoints' section reads their summaries within the values the
+    pre-training writes."""
+    from dataclasses import asdict
+
+    from smoke import smoke_plan
+
+    from nmtbench.workflow.pretrain_settings import PretrainConfig
+
+    plan = smoke_plan()
+    key, value, message = IMPOSSIBLE_PRETRAINING[case]
+    name = plan.pretrained_targets()[0]
+    path = tmp_path / name / "pretrain_summary.json"
+    path.parent.mkdir()
+    summary = {"settings": asdict(PretrainConfig(model="bert")), "params": 1000, "updates": 10,
+               "epochs": 1.0, "seconds": 2.0, "heldout": {"accuracy": 0.5, "perplexity": 9.0}}
+    tables._pretraining_rows(plan, tmp_path / "elsewhere")  # none there: "missing", no error
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    tables._pretraining_rows(plan, tmp_path)
+    *parents, last = key.split(".")
+    record = summary
+    for part in parents:
+        record = record[part]
+    record[last] = value
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
+        tables._pretraining_rows(plan, tmp_path)

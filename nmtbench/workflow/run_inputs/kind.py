@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from nmtbench.records import Bounds
     from nmtbench.workflow.method_registry import MethodInfo
     from nmtbench.workflow.plan import Cell, Plan
 
@@ -54,7 +55,7 @@ class ReportSection:
     providers: list[tuple[Cell, dict[str, Any]]]
     record: str
     keys: tuple[str, ...]  # what the record must hold (nmtbench.records.read_result)
-    numbers: tuple[str, ...]
+    numbers: Mapping[str, Bounds]  # the numbers it must hold, and their bounds
     columns: Callable[[dict[str, Any]], dict[str, str]]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nmtbench import layout
+from nmtbench.records import COUNT, NON_NEGATIVE, SHARE, Bounds
 from nmtbench.workflow.run_inputs.kind import (
     Data,
     ReportSection,
@@ -23,9 +24,11 @@ if TYPE_CHECKING:
     from nmtbench.workflow.method_registry import MethodInfo
     from nmtbench.workflow.plan import Cell, Plan
 
-# What the report reads of the record a teacher's dump writes beside it
-RECORD_NUMBERS = ("valid_masked_accuracy", "pairs", "target_positions",
-                  "bytes_per_target_position", "seconds_per_1000_pairs")
+# What the report reads of the record a teacher's dump writes beside it, and the values the
+# dump can write there
+RECORD_NUMBERS = {"valid_masked_accuracy": SHARE, "pairs": Bounds(1, whole=True),
+                  "target_positions": COUNT, "bytes_per_target_position": NON_NEGATIVE,
+                  "seconds_per_1000_pairs": NON_NEGATIVE}
 
 
 def teachers(plan: Plan) -> list[tuple[Cell, int]]:
