@@ -26,6 +26,21 @@ shell.prefix(
 
 DEFAULT_CONFIGFILE = os.path.abspath(f"{workflow.basedir}/config/config.yaml")
 
+# The config files read as nmtbench reads them (nmtbench.workflow.config.workflow_config)
+# before Snakemake's own reader, whose errors in the default file name neither it nor the
+# line: what either refuses is one line naming the file. (Snakemake reads --configfile files
+# before this Snakefile: one it cannot read stops it in its own words.)
+from nmtbench.errors import InputError
+from nmtbench.workflow.config import workflow_config
+
+try:
+    workflow_config(
+        DEFAULT_CONFIGFILE, workflow.config_settings.configfiles, workflow.config_settings.config,
+        workflow.config_settings.replace_workflow_config)
+except InputError as err:
+    print(f"config error: {err}", file=sys.stderr)
+    sys.exit(1)
+
 
 configfile: DEFAULT_CONFIGFILE
 

@@ -14,8 +14,6 @@ from nmtbench.data.download import source_url
 from nmtbench.data.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
 
 try:
-    nmtconfig.load_config(workflow.configfiles)  # what Snakemake's reader lets pass: a key twice
-    nmtconfig.check_no_aliases(config)
     PLAN = nmtconfig.check(
         config, f"{workflow.basedir}/config/schema.yaml", f"{workflow.basedir}/papers"
     )

@@ -6,6 +6,7 @@ with one line naming the file and key; the returned plan turns the requested tab
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -564,11 +565,12 @@ def check_against(schema: dict[str, Any], values: dict[str, Any], where: str) ->
 
 def load_config(paths: list[str | Path]) -> dict[str, Any]:
     """Read config files and merge each over the previous, recursively, as snakemake's
-    `--configfile` does."""
+    `--configfile` does; one that is not a mapping (an empty one too, as Snakemake refuses
+    it) is an error naming it."""
     config: dict[str, Any] = {}
     for path in paths:
         try:
-            data = load_yaml(Path(path).read_text(encoding="utf-8")) or {}
+            data = load_yaml(Path(path).read_text(encoding="utf-8"))
         except OSError as err:
             raise InputError(f"{path}: cannot read ({err.strerror})") from None
         except UnicodeDecodeError:
@@ -576,9 +578,23 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
         except yaml.YAMLError as err:
             raise invalid_yaml(path, err) from None
         if not isinstance(data, dict):
-            raise InputError(f"{path}: a config file must hold a mapping")
+            held = ("nothing" if data is None else "a list" if isinstance(data, list)
+                    else "a single value")
+            raise InputError(f"{path}: a config file must hold a mapping, not {held}")
         check_no_aliases(data, str(path))
         _merge(config, data)
+    return config
+
+
+def workflow_config(default: str | Path, configfiles: list[str | Path],
+                    overrides: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+    """The config the workflow runs on, read by `load_config` from the files Snakemake
+    reads (the default, unless `--replace-workflow-config`, then each `--configfile`) and
+    merged with `--config`'s values (`overrides`) as Snakemake merges them. Snakemake's own
+    reader keeps a key written twice and names neither the file nor the line of an error in
+    the default config file."""
+    config = load_config([*([] if replace else [default]), *configfiles])
+    _merge(config, copy.deepcopy(overrides))
     return config
 
 

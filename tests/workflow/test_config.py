@@ -485,9 +485,11 @@ def test_load_config_merges_recursively_like_configfile(tmp_path):
     }
     # the later file wins, so order matters
     assert nmtconfig.load_config([over, base])["tables"] == ["a", "b"]
-    empty = tmp_path / "empty.yaml"
+    empty = tmp_path / "empty.yaml"  # Snakemake refuses it: so does `nmtbench check`
     empty.write_text("")
-    assert nmtconfig.load_config([base, empty]) == nmtconfig.load_config([base])
+    with pytest.raises(InputError, match=f"^{empty}: a config file must hold a mapping, not "
+                                         "nothing$"):
+        nmtconfig.load_config([base, empty])
 
 
 def test_load_config_errors_name_the_file(tmp_path):
@@ -762,6 +764,34 @@ def test_a_checkout_whose_path_holds_a_brace_is_refused_in_one_line(tmp_path):
     assert result.stderr.splitlines()[-1] == (
         f"error: the workflow's path {tmp_path}/a{{b}}/repo holds a brace, which Snakemake "
         "takes for a wildcard; clone it to a path without { or }")
+
+
+# (the default config file's text, the line that names what is wrong in it)
+BROKEN_DEFAULT = {
+    "invalid YAML": ("seeds: [1\n", "line 2: invalid YAML (did not find expected ',' or ']')"),
+    "a list": ("- 1\n", "a config file must hold a mapping, not a list"),
+    "empty": ("# nothing yet\n", "a config file must hold a mapping, not nothing"),
+}
+
+
+@pytest.mark.parametrize("broken", BROKEN_DEFAULT)
+def test_a_broken_default_config_is_one_line_naming_it(tmp_path, broken):
+    """Snakemake reads the Snakefile's `configfile:` itself, and its error names neither the
+    file nor the line: the workflow reads it first, as `nmtbench check` does."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("Snakefile", "rules", "nmtbench", "papers", "envs", "profiles", "report"):
+        (repo / name).symlink_to(ROOT / name)
+    (repo / "config").mkdir()
+    (repo / "config" / "schema.yaml").symlink_to(SCHEMA)
+    text, why = BROKEN_DEFAULT[broken]
+    (repo / "config" / "config.yaml").write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--directory", str(tmp_path),
+         "--snakefile", str(repo / "Snakefile")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert [line for line in result.stderr.splitlines() if "rror" in line] == [
+        f"config error: {repo}/config/config.yaml: {why}"], result.stderr
 
 
 def test_a_key_written_twice_is_refused_where_yaml_would_keep_the_last(tmp_path):
