@@ -26,15 +26,16 @@ shell.prefix(
 
 DEFAULT_CONFIGFILE = os.path.abspath(f"{workflow.basedir}/config/config.yaml")
 
-# The config files read as nmtbench reads them (nmtbench.workflow.config.workflow_config)
-# before Snakemake's own reader, whose errors in the default file name neither it nor the
-# line: what either refuses is one line naming the file. (Snakemake reads --configfile files
-# before this Snakefile: one it cannot read stops it in its own words.)
+# The workflow runs on its config files as nmtbench reads them (workflow_config: YAML 1.2,
+# a key written twice refused), not as Snakemake's YAML 1.1 reader does (010 is 8, `no` is
+# false, 1e-3 is text), and reads them before Snakemake reads the default one, whose errors
+# there name neither the file nor the line. (Snakemake reads --configfile files before this
+# Snakefile: one it cannot read stops it in its own words.)
 from nmtbench.errors import InputError
 from nmtbench.workflow.config import workflow_config
 
 try:
-    workflow_config(
+    NMTBENCH_CONFIG = workflow_config(
         DEFAULT_CONFIGFILE, workflow.config_settings.configfiles, workflow.config_settings.config,
         workflow.config_settings.replace_workflow_config)
 except InputError as err:
@@ -43,6 +44,10 @@ except InputError as err:
 
 
 configfile: DEFAULT_CONFIGFILE
+
+
+config.clear()
+config.update(NMTBENCH_CONFIG)
 
 
 report: "report/workflow.rst"

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
@@ -34,6 +33,7 @@ from nmtbench.workflow.method_registry import (
     SOFT_TARGETS,
     method_infos,
 )
+from nmtbench.workflow.yaml_reader import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("reference/configuration.md", "reference/cli.md", "reference/recipes.md")
@@ -318,7 +318,7 @@ def argument_row(action: argparse.Action) -> tuple[str, str, str]:
 def pages(root: Path = ROOT) -> dict[str, str]:
     """Each reference's path in the site -> its Markdown: from `root`'s config/schema.yaml and
     the argument parser of the `nmtbench` imported."""
-    schema = yaml.safe_load((root / "config" / "schema.yaml").read_text(encoding="utf-8"))
+    schema = load_yaml((root / "config" / "schema.yaml").read_text(encoding="utf-8"))
     return dict(zip(PAGES, (configuration_page(schema), cli_page(cli.parser()),
                             recipes_page(root)), strict=True))
 

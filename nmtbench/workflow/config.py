@@ -24,13 +24,14 @@ from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.workflow import run_inputs, train_settings
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
-from nmtbench.workflow.papers import BLEU, EXTERNAL, PAPERS_DIR, load_catalogue, load_yaml
+from nmtbench.workflow.papers import BLEU, EXTERNAL, PAPERS_DIR, load_catalogue
 from nmtbench.workflow.plan import Plan, generated, toy_world
 from nmtbench.workflow.plan.settings import PER_UPDATE
 from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
 from nmtbench.workflow.train_settings import TrainConfig
+from nmtbench.workflow.yaml_reader import load_yaml
 
 # `published_back_translations: true`: trained with a published back-translated corpus (a dataset
 # holding one serves it)
@@ -69,25 +70,20 @@ def validate(config: dict[str, Any], schema: dict[str, Any]) -> None:
 
 
 def _message(error: jsonschema.ValidationError, schema: dict[str, Any]) -> str:
-    """The error's message: a schema's own (`x-message`) where it has one; a number YAML read
-    as text says how to write it; a name that fails $defs.name says what a name may hold."""
+    """The error's message: a schema's own (`x-message`) where it has one; a word YAML 1.1
+    would read as a boolean says how to write one; a name that fails $defs.name says what a
+    name may hold."""
     if isinstance(error.schema, dict) and "x-message" in error.schema:
         return error.schema["x-message"].format(instance=error.instance)
-    if (error.validator == "type" and "number" in error.validator_value
-            and isinstance(error.instance, str) and _number(error.instance)):
-        return (f"{error.message} (YAML reads a number with an exponent but no point as text: "
-                f"write {_number(error.instance)})")
+    if (error.validator == "type" and "boolean" in error.validator_value
+            and isinstance(error.instance, str)
+            and error.instance.lower() in ("yes", "no", "on", "off", "y", "n")):
+        return (f"{error.message} (the workflow reads YAML 1.2, where a boolean is true or "
+                "false and other words are text)")
     if (error.validator == "pattern"
             and error.validator_value == schema.get("$defs", {}).get("name", {}).get("pattern")):
         return f"{error.instance!r} is not a name ({NAME_RULE})"
     return error.message
-
-
-def _number(text: str) -> str | None:
-    """`text` as YAML 1.1 would read it as a float (1e-3 -> 1.0e-3), where it is one only
-    without a point (PyYAML, and Snakemake with it, read "1e-3" as a string)."""
-    match = re.fullmatch(r"([-+]?[0-9]+)([eE][-+]?[0-9]+)", text)
-    return f"{match[1]}.0{match[2]}" if match else None
 
 
 def _check_download_paths(sources: dict[str, Any], name: str) -> None:

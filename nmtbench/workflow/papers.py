@@ -20,35 +20,7 @@ from nmtbench.errors import InputError, invalid_yaml, schema_key
 from nmtbench.workflow.method_registry import registered_methods
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.schema import Validator
-
-# libyaml's parser where PyYAML was built with it: the same documents as yaml.safe_load, about
-# ten times faster, and every snakemake process plans from the config and every paper file
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _OnceLoader(_YAML_LOADER):  # type: ignore[misc,valid-type]
-    """A safe loader that refuses a mapping key written twice, which YAML readers settle
-    silently by keeping the last: a setting edited in one place and overridden below."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: keys it merges
-                continue  # may be written again, to override them
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is written twice in one mapping",
-                    key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def load_yaml(text: str) -> Any:
-    """YAML text as yaml.safe_load reads it, but refusing a key written twice in a mapping
-    (raises yaml.YAMLError)."""
-    return yaml.load(text, Loader=_OnceLoader)  # noqa: S506 (a safe loader)
-
+from nmtbench.workflow.yaml_reader import load_yaml
 
 PAPERS_DIR = Path(__file__).resolve().parents[2] / "papers"
 SCHEMA = "schema.yaml"

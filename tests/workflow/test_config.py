@@ -308,7 +308,7 @@ def _experiment(c, **settings):
      "config key 'pretraining.toy-bert-src': pre-training settings max_tokens 100 is less "
      "than max_positions 256: a batch could not hold the longest sentence it keeps"),
     # a warm-up that falls to its peak rate; a pre-training that holds out all of its text
-    # (a joint one reads both sides); a number YAML read as text, said how to write it
+    # (a joint one reads both sides); a word YAML 1.1 reads as a boolean, said how to write one
     (lambda c: c["defaults"].update(warmup_init_lr=5.0),
      "config key 'defaults.warmup_init_lr': run toy/abnet: warmup_init_lr 5.0 is above lr "
      "0.004: the warm-up would fall to the peak rate, not rise to it"),
@@ -316,9 +316,9 @@ def _experiment(c, **settings):
      "config key 'pretraining.toy-bert-joint.heldout_sentences': 100000 held-out sentences "
      "leave none of the 100000 of its toy world's monolingual text to train on (config key "
      "'datasets.toy.world.mono_sentences')"),
-    (lambda c: c["defaults"].update(lr="1e-3"),
-     "config key 'defaults.lr': '1e-3' is not of type 'number' (YAML reads a number with an "
-     "exponent but no point as text: write 1.0e-3)"),
+    (lambda c: c["datasets"]["toy"].update(lowercase="no"),
+     "config key 'datasets.toy.lowercase': 'no' is not of type 'boolean' (the workflow reads "
+     "YAML 1.2, where a boolean is true or false and other words are text)"),
     # a toy world's settings that cannot go together: found by the toyworld job otherwise
     (lambda c: c["datasets"]["toy"]["world"].update(min_target_tokens=70),
      "config key 'datasets.toy.world': key 'min_target_tokens': 70 is more than "
