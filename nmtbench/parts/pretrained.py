@@ -13,6 +13,7 @@ planned and parameters counted (`python -m nmtbench params`) with no download.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import re
@@ -115,7 +116,9 @@ def load_model(name_or_dir: str | PretrainedConfig, weights: bool = True,
 
     auto = AutoModelForMaskedLM if masked_lm else AutoModel
     if not weights:  # another kind of model than a role takes (a GPT-2 as a BERT): one line
-        config = model_config(name_or_dir)
+        config = copy.deepcopy(model_config(name_or_dir))
+        for key in [k for k in kwargs if k in config.to_dict()]:  # its settings (a dropout),
+            setattr(config, key, kwargs.pop(key))  # which from_pretrained takes, from_config not
         try:
             return auto.from_config(config, **kwargs)
         except (ValueError, TypeError) as err:

@@ -68,6 +68,17 @@ def test_load_model_returns_the_saved_weights(tmp_path):
     assert model_config(str(tmp_path / "bert")).hidden_size == 32
 
 
+def test_settings_of_an_architecture_apply_without_its_weights(tmp_path):
+    """A role's dropout on a checkpoint (bert-kd-teacher's) reaches the model built without
+    weights (every run's model is built so before the first job) as it does with them."""
+    save_tiny_bert(tmp_path / "bert", mlm=True)
+    for weights in (True, False):
+        model = load_model(str(tmp_path / "bert"), weights=weights, masked_lm=True,
+                           hidden_dropout_prob=0.3)
+        assert model.config.hidden_dropout_prob == 0.3
+    assert model_config(str(tmp_path / "bert")).hidden_dropout_prob != 0.3
+
+
 def test_pickle_weights_are_never_loaded(tmp_path):
     """A local BERT directory whose weights are pytorch_model.bin (a pickle: loading one can
     run code) is refused with one line; only safetensors load."""
