@@ -30,11 +30,14 @@ DEFAULT_CONFIGFILE = os.path.abspath(f"{workflow.basedir}/config/config.yaml")
 # a key written twice refused), not as Snakemake's YAML 1.1 reader does (010 is 8, `no` is
 # false, 1e-3 is text), and reads them before Snakemake reads the default one, whose errors
 # there name neither the file nor the line. (Snakemake reads --configfile files before this
-# Snakefile: one it cannot read stops it in its own words.)
+# Snakefile: one it cannot read stops it in its own words.) A --configfile or --config flag
+# given twice, of which Snakemake reads the last alone, is refused (check_command_line).
 from nmtbench.errors import InputError
-from nmtbench.workflow.config import workflow_config
+from nmtbench.workflow.config import check_command_line, workflow_config
 
 try:
+    if sys.argv[0].endswith(("snakemake", os.path.join("snakemake", "__main__.py"))):
+        check_command_line(sys.argv[1:])  # Snakemake's, not a program calling its API
     NMTBENCH_CONFIG = workflow_config(
         DEFAULT_CONFIGFILE, workflow.config_settings.configfiles, workflow.config_settings.config,
         workflow.config_settings.replace_workflow_config)

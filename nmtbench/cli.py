@@ -477,7 +477,7 @@ def _checked_plan(args: argparse.Namespace, config: dict[str, Any] | None = None
 
 def _config_arguments(s: argparse.ArgumentParser, root: str = "config/ and papers/",
                       default: str = "") -> None:
-    s.add_argument("--configfile", nargs="*", default=[],
+    s.add_argument("--configfile", nargs="*", default=[], action="extend",  # every flag's
                    help="config files merged over config/config.yaml, as snakemake does"
                    + (f" (default: {default})" if default else ""))
     s.add_argument("--root", default=".", help=f"the repository: {root}")

@@ -582,6 +582,36 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
     return config
 
 
+def check_command_line(argv: list[str]) -> None:
+    """Snakemake's command line keeps, of `--configfile` or `--config` given twice, the
+    last flag's files or values only (argparse replaces the list), and of a key given twice
+    in `--config` the last value (mappings, `key={...}`, it merges): a config file or
+    setting written there would be dropped without a word. Either is refused, naming the
+    flag or the key."""
+    given: list[tuple[str | None, list[str]]] = []  # each option's flag and its values
+    for token in argv:
+        if not token.startswith("-"):
+            if given:
+                given[-1][1].append(token)
+            continue
+        name, _, value = token.partition("=") if token.startswith("--") else (token[:2], "",
+                                                                              token[2:])
+        flag = ("--configfile" if len(name) > len("--config") and "--configfiles".startswith(name)
+                else "--config" if name in ("--config", "-C") else None)
+        given.append((flag, [value] if value else []))
+    for flag, what in (("--configfile", "files"), ("--config", "values")):
+        times = [values for f, values in given if f == flag]
+        if len(times) > 1:
+            raise InputError(f"{flag} is given {len(times)} times: Snakemake reads only the "
+                             f"last one's {what}; give them all after one {flag}")
+    keys = [entry.partition("=")[0] for f, values in given if f == "--config"
+            for entry in values if not entry.partition("=")[2].startswith("{")]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise InputError(f"--config: key {key!r} is given {keys.count(key)} times; "
+                             "Snakemake would keep its last value")
+
+
 def workflow_config(default: str | Path, configfiles: list[str | Path],
                     overrides: dict[str, Any], replace: bool = False) -> dict[str, Any]:
     """The config the workflow runs on, read by `load_config` from the files Snakemake

@@ -1,6 +1,7 @@
 """Config errors stop with one line naming the key; config files merge like --configfile."""
 
 import copy
+import re
 import shutil
 import subprocess
 import sys
@@ -812,6 +813,66 @@ def test_a_key_written_twice_is_refused_where_yaml_would_keep_the_last(tmp_path)
         f"config error: {err.value}"]
     twice.write_text("defaults: &d {max_epochs: 2}\nother: {<<: *d, max_epochs: 1}\n")
     assert nmtconfig.load_config([twice])["other"] == {"max_epochs": 1}  # overriding a merge
+
+
+# (Snakemake's command line after `snakemake`, the line it is refused with; None: read)
+COMMAND_LINES = [
+    (["--configfile", "a.yaml", "b.yaml"], None),
+    (["--configfile", "a.yaml", "--configfile", "b.yaml"],
+     "--configfile is given 2 times: Snakemake reads only the last one's files; give them all "
+     "after one --configfile"),
+    (["--configfiles=a.yaml", "-n", "--configfi", "b.yaml"],  # argparse takes abbreviations
+     "--configfile is given 2 times: Snakemake reads only the last one's files; give them all "
+     "after one --configfile"),
+    (["--config", "seeds=[1]", "tables=[t]", "--cores", "1"], None),
+    (["--config", "seeds=[1]", "-C", "tables=[t]"],
+     "--config is given 2 times: Snakemake reads only the last one's values; give them all "
+     "after one --config"),
+    (["-Cseeds=[1]", "--config=tables=[t]"],
+     "--config is given 2 times: Snakemake reads only the last one's values; give them all "
+     "after one --config"),
+    (["--config", "seeds=[1]", "seeds=[2]"],
+     "--config: key 'seeds' is given 2 times; Snakemake would keep its last value"),
+    (["--config", "analysis={bootstrap_samples: 10}", "analysis={latency_sentences: 5}"], None),
+]
+
+
+@pytest.mark.parametrize(("argv", "refused"), COMMAND_LINES)
+def test_a_config_flag_or_key_given_twice_on_the_command_line_is_refused(argv, refused):
+    """Snakemake keeps the last of two --configfile or --config flags, dropping the files
+    or values of the others, and the last value of a key given twice: never silently."""
+    if refused is None:
+        nmtconfig.check_command_line(argv)
+    else:
+        with pytest.raises(InputError, match=f"^{re.escape(refused)}$"):
+            nmtconfig.check_command_line(argv)
+
+
+def test_the_workflow_refuses_a_second_configfile_flag(tmp_path):
+    table = tmp_path / "table.yaml"
+    table.write_text("tables: [toyworld.table1]\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--directory", str(tmp_path),
+         "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config" /
+                                                                     "smoke.yaml"),
+         "--configfile", str(table)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "config error: --configfile is given 2 times: Snakemake reads only the last one's "
+        "files; give them all after one --configfile")
+
+
+def test_nmtbench_reads_the_files_of_every_configfile_flag(tmp_path):
+    from nmtbench import cli
+
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text("seeds: [5]\n")
+    second.write_text("tables: [toyworld.table1]\n")
+    args = cli.parser().parse_args(["check", "--configfile", str(first), "--configfile",
+                                    str(second), "--root", str(ROOT)])
+    assert args.configfile == [str(first), str(second)]
+    plan = cli._checked_plan(args)
+    assert plan.seeds == [5] and plan.config["tables"] == ["toyworld.table1"]
 
 
 def test_a_yaml_alias_of_a_mapping_is_refused_before_merging(tmp_path):
