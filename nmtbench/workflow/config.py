@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
 from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
 from nmtbench.data.toyworld import WorldConfig
-from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.errors import InputError, schema_key
 from nmtbench.workflow import run_inputs, train_settings
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
 from nmtbench.workflow.metric_registry import DETOK_LANGS
@@ -31,7 +30,7 @@ from nmtbench.workflow.pretrain_settings import PretrainConfig
 from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.workflow.schema import SCHEMA, Validator
 from nmtbench.workflow.train_settings import TrainConfig
-from nmtbench.workflow.yaml_reader import load_yaml
+from nmtbench.workflow.yaml_reader import read_yaml
 
 # `published_back_translations: true`: trained with a published back-translated corpus (a dataset
 # holding one serves it)
@@ -50,7 +49,7 @@ NAME_RULE = ("letters, digits, _ and - in words joined by single dots, starting 
 def name_pattern(schema_path: str | Path) -> str:
     """The schema's pattern of a safe name ($defs.name), unanchored: the workflow constrains
     its wildcards with it, so a path part is only ever a name the config check allows."""
-    schema = load_yaml(Path(schema_path).read_text())
+    schema = read_yaml(schema_path)
     return schema["$defs"]["name"]["pattern"].removeprefix("^").removesuffix("$")
 
 
@@ -130,7 +129,7 @@ def check(config: dict[str, Any], schema_path: str | Path,
     if isinstance(config, dict) and isinstance(config.get("seeds"), list):
         config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s
                            for s in config["seeds"]]
-    schema = load_yaml(Path(schema_path).read_text())
+    schema = read_yaml(schema_path)
     validate(config, schema)
     _check_download_paths(config.get("sources", {}), schema["$defs"]["name"]["pattern"])
     resolve_reversed(config["datasets"])
@@ -495,7 +494,7 @@ def check_run_settings(settings: dict[str, Any], where: str,
                        schema_path: str | Path = SCHEMA) -> None:
     """A run's resolved settings as `train` receives them, checked as the workflow checks an
     experiment's (a config given to `train` by hand meets the same schema)."""
-    definitions = load_yaml(Path(schema_path).read_text())["$defs"]
+    definitions = read_yaml(schema_path)["$defs"]
     implemented = method_infos(definitions)
     if "method" not in settings:
         raise InputError(f"{where}: key 'method' is missing")
@@ -533,7 +532,7 @@ def check_no_aliases(config: dict[str, Any], where: str = "config") -> None:
 def check_world(world: dict[str, Any], where: str, schema_path: str | Path = SCHEMA) -> None:
     """A toy world's settings and split sizes as `toyworld` receives them, checked against
     the schema's datasets.*.world as the workflow checks a config's."""
-    schema = load_yaml(Path(schema_path).read_text())
+    schema = read_yaml(schema_path)
     spec = schema["properties"]["datasets"]["additionalProperties"]["properties"]["world"]
     check_against({**spec, "$defs": schema["$defs"]}, world, f"{where}: key 'world")
 
@@ -542,7 +541,7 @@ def check_pretrain_settings(settings: dict[str, Any], where: str,
                             schema_path: str | Path = SCHEMA) -> None:
     """A pre-training's settings as `pretrain` receives them, checked against the schema's
     pretraining entries (without where the corpus comes from) as the workflow checks them."""
-    schema = load_yaml(Path(schema_path).read_text())
+    schema = read_yaml(schema_path)
     spec = dict(schema["properties"]["pretraining"]["additionalProperties"])
     spec["required"] = [key for key in spec["required"] if key not in ("dataset", "side")]
     check_against({**spec, "$defs": schema["$defs"]}, settings, f"{where}: key 'settings")
@@ -565,14 +564,7 @@ def load_config(paths: list[str | Path]) -> dict[str, Any]:
     it) is an error naming it."""
     config: dict[str, Any] = {}
     for path in paths:
-        try:
-            data = load_yaml(Path(path).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise InputError(f"{path}: cannot read ({err.strerror})") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not valid UTF-8") from None
-        except yaml.YAMLError as err:
-            raise invalid_yaml(path, err) from None
+        data = read_yaml(path)
         if not isinstance(data, dict):
             held = ("nothing" if data is None else "a list" if isinstance(data, list)
                     else "a single value")

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-from nmtbench.errors import InputError, invalid_yaml, schema_key
+from nmtbench.errors import InputError, schema_key
 from nmtbench.workflow.method_registry import registered_methods
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.schema import Validator
-from nmtbench.workflow.yaml_reader import load_yaml
+from nmtbench.workflow.yaml_reader import read_yaml
 
 PAPERS_DIR = Path(__file__).resolve().parents[2] / "papers"
 SCHEMA = "schema.yaml"
@@ -145,12 +144,7 @@ def _schema_error(path: Path, error: jsonschema.ValidationError) -> InputError:
 
 
 def load_paper(path: Path, validator: Validator) -> dict[str, Any]:
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not valid UTF-8") from None
-    except yaml.YAMLError as err:
-        raise invalid_yaml(path, err) from None
+    data = read_yaml(path)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         raise _schema_error(path, error)
@@ -294,7 +288,7 @@ def _load_catalogue(papers_dir: Path, files: tuple[tuple[str, int, int], ...]) -
     schema_path = papers_dir / SCHEMA
     if not schema_path.is_file():
         raise InputError(f"{schema_path}: missing (the schema of the paper files)")
-    schema = load_yaml(schema_path.read_text())
+    schema = read_yaml(schema_path)
     validator = Validator(schema)
     catalogue = Catalogue(planned=set(schema["$defs"]["method"].get("x-planned", [])))
     methods = {*registered_methods(), EXTERNAL, *catalogue.planned}

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from nmtbench.workflow.yaml_reader import load_yaml
+from nmtbench.workflow.yaml_reader import read_yaml
 
 
 def _pattern(validator: Any, pattern: str, instance: Any,
@@ -41,7 +41,7 @@ SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 def definitions() -> dict[str, Any]:
     """config/schema.yaml's `$defs`: where each setting's name, type, range, default and
     meaning are written, once (read as every YAML file the project reads)."""
-    return load_yaml(SCHEMA.read_text())["$defs"]
+    return read_yaml(SCHEMA)["$defs"]
 
 
 def schema_dataclass(*path: str) -> Callable[[type], type]:

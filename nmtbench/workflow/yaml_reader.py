@@ -10,11 +10,14 @@ written twice, which YAML readers settle silently by keeping the last.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.resolver import BaseResolver
+
+from nmtbench.errors import InputError, invalid_yaml
 
 
 class _Resolver(BaseResolver):
@@ -87,3 +90,16 @@ def load_yaml(text: str) -> Any:
     """YAML text read by YAML 1.2's core schema, safely (no Python tags), refusing a key
     written twice in a mapping (raises yaml.YAMLError, with the line where PyYAML has it)."""
     return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe constructor)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML file `path` read by `load_yaml`: one that cannot be read, is not UTF-8 or is
+    not valid YAML is an error naming it (and the line)."""
+    try:
+        return load_yaml(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid UTF-8") from None
+    except yaml.YAMLError as err:
+        raise invalid_yaml(path, err) from None

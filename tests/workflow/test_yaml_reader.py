@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,25 @@ def test_the_workflow_runs_on_its_config_as_yaml_1_2_reads_it(tmp_path):
         "config error: config key 'datasets.toy.lowercase': 'no' is not of type 'boolean' "
         "(the workflow reads YAML 1.2, where a boolean is true or false and other words are "
         "text)")
+
+
+def test_a_key_twice_in_a_schema_is_one_line_naming_it(tmp_path):
+    """The schemas are read as the configs and paper files are: edited to hold a key twice
+    (a method added below an entry of the same name), one line names the file and line."""
+    from nmtbench.errors import InputError
+    from nmtbench.workflow.config import check, load_config
+    from nmtbench.workflow.papers import load_catalogue
+
+    papers = shutil.copytree(ROOT / "papers", tmp_path / "papers")
+    with (papers / "schema.yaml").open("a") as schema:
+        schema.write("x-note: 1\nx-note: 2\n")
+    lines = (papers / "schema.yaml").read_text().count("\n")
+    with pytest.raises(InputError, match=f"^{papers}/schema.yaml: line {lines}: invalid YAML "
+                       r"\(key 'x-note' is written twice in one mapping\)$"):
+        load_catalogue(papers)
+    config_schema = tmp_path / "schema.yaml"
+    config_schema.write_text((ROOT / "config" / "schema.yaml").read_text() + "$id: a\n$id: b\n")
+    lines = config_schema.read_text().count("\n")
+    with pytest.raises(InputError, match=f"^{config_schema}: line {lines}: invalid YAML "
+                       r"\(key '\$id' is written twice in one mapping\)$"):
+        check(load_config([ROOT / "config" / "config.yaml"]), config_schema)
