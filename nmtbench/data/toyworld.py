@@ -339,6 +339,28 @@ class ToyWorld:
 SPLITS = ("train", "valid", "test", "mono")
 
 
+# The sentences a toy world may hold in all: its generator keeps every pair's source (each
+# split is drawn apart from the others) and a split's pairs in one process's memory, about
+# 450 bytes a pair, and draws some 20,000 pairs a second: 10 million is 4 to 5 GB and about
+# ten minutes, twice WMT14 En-De's training pairs. More is refused before any is drawn, and
+# at planning (nmtbench.workflow.config), not by a job that runs out of memory hours in.
+MAX_SENTENCES = 10_000_000
+
+
+def check_sizes(train_pairs: int, valid_pairs: int, test_pairs: int, mono_sentences: int,
+                test_official_pairs: int = 0) -> None:
+    """The split sizes together within MAX_SENTENCES; else an InputError naming the key of
+    the largest."""
+    sizes = {"train_pairs": train_pairs, "valid_pairs": valid_pairs, "test_pairs": test_pairs,
+             "test_official_pairs": test_official_pairs, "mono_sentences": mono_sentences}
+    if (total := sum(sizes.values())) > MAX_SENTENCES:
+        key = max(sizes, key=sizes.__getitem__)
+        raise InputError(f"key '{key}': the world's splits would hold {total:,} sentences, "
+                         f"more than the {MAX_SENTENCES:,} a toy world is generated with (in "
+                         "one process's memory, about 450 bytes a pair); ask for fewer, or "
+                         "use real data")
+
+
 def size_key(split: str) -> str:
     """The world's setting that sizes `split` (test-official: test_official_pairs)."""
     return f"{split.replace('-', '_')}_pairs"
@@ -355,9 +377,10 @@ def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pair
     Each split draws from its own seeded stream, so changing one size leaves the others intact;
     pairs seen in an earlier split are redrawn so that valid and the test sets never overlap
     training data or each other. Monolingual corpora are independent samples on each side (not
-    translations of each other). More pairs than the world can make is an InputError naming
-    the key.
+    translations of each other). More pairs than the world can make, or more sentences than
+    `check_sizes` lets it hold, is an InputError naming the key.
     """
+    check_sizes(train_pairs, valid_pairs, test_pairs, mono_sentences, test_official_pairs)
     world = ToyWorld(cfg)
     out = Path(out_dir)
     seen: set[str] = set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import random
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -18,7 +19,7 @@ import jsonschema
 
 from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
 from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
-from nmtbench.data.toyworld import WorldConfig
+from nmtbench.data.toyworld import ToyWorld, WorldConfig, check_sizes
 from nmtbench.errors import InputError, schema_key
 from nmtbench.workflow import run_inputs, train_settings
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
@@ -222,10 +223,14 @@ def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> 
     for dataset, spec in config["datasets"].items():
         if "detok_lang" in spec:
             _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
-        if "world" in spec:  # its settings together (the schema checks each alone)
+        # a toy world's settings together (the schema checks each alone), one sentence drawn
+        # in its length range, and its size: refused here, not by its job
+        if "world" in spec:
             try:
-                WorldConfig.from_dict({k: v for k, v in spec["world"].items()
-                                       if k not in WORLD_SIZES})
+                world = WorldConfig.from_dict({k: v for k, v in spec["world"].items()
+                                               if k not in WORLD_SIZES})
+                ToyWorld(world).sample(random.Random(world.seed))
+                check_sizes(**{k: v for k, v in spec["world"].items() if k in WORLD_SIZES})
             except InputError as err:
                 raise InputError(f"config key 'datasets.{dataset}.world': {err}") from None
         for name, settings in spec.get("overrides", {}).items():

@@ -146,3 +146,13 @@ def test_the_summarisation_task_pairs_a_sentence_with_its_core():
     assert shorter > 400
     with pytest.raises(InputError, match="key 'task'"):
         WorldConfig(task="parse")
+
+
+def test_a_world_larger_than_a_toy_world_holds_is_refused_before_a_draw(tmp_path):
+    """Generated in one process's memory, a world of a billion pairs would run for a day and
+    run out of memory: refused naming the key of its largest split, before any is drawn."""
+    with pytest.raises(InputError, match=r"^key 'train_pairs': the world's splits would hold "
+                                         r"1,000,000,003 sentences, more than the 10,000,000"):
+        generate(tmp_path / "w", WorldConfig(), train_pairs=10**9, valid_pairs=1, test_pairs=1,
+                 mono_sentences=1)
+    assert not (tmp_path / "w").exists()

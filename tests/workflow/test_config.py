@@ -324,6 +324,14 @@ def _experiment(c, **settings):
     (lambda c: c["datasets"]["toy"]["world"].update(min_target_tokens=70),
      "config key 'datasets.toy.world': key 'min_target_tokens': 70 is more than "
      "max_target_tokens (60)"),
+    # no sentence of the world in its length range; more than a toy world holds
+    (lambda c: c["datasets"]["toy"]["world"].update(min_target_tokens=59),
+     "config key 'datasets.toy.world': keys 'min_target_tokens', 'max_target_tokens': no "
+     "sentence of 59 to 60 target tokens in 10000 draws"),
+    (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=9_999_000),
+     "config key 'datasets.toy.world': key 'mono_sentences': the world's splits would hold "
+     "10,002,000 sentences, more than the 10,000,000 a toy world is generated with (in one "
+     "process's memory, about 450 bytes a pair); ask for fewer, or use real data"),
     # more back-translations than the toy world's monolingual text: found in a job otherwise
     (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=20000),
      "experiment 'abnet-bt-mask-predict-2m' on dataset 'toy': bt_sentences 24000 is more than "
