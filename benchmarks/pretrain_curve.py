@@ -50,7 +50,7 @@ def measure(corpus: list[str], tokenizer: str, settings: dict, every: int,
     cfg = PretrainConfig.from_dict({**settings, "log_interval": every})
     torch.manual_seed(cfg.seed)
     tok = load_tokenizer(tokenizer)
-    name, train, heldout = split_corpus(corpus, tok, cfg, train_only)
+    name, train, heldout, _ = split_corpus(corpus, tok, cfg, train_only)
     model = build_model(cfg, tok)
     batcher = Batcher(cfg, tok)
     points, spent = [], {"eval": 0.0}

@@ -77,17 +77,21 @@ class Batcher:
 
 
 def _encode(lines: list[str], tok: PreTrainedTokenizerBase, max_positions: int,
-            where: str) -> list[list[int]]:
+            where: str) -> tuple[list[list[int]], int]:
+    """The lines encoded, less those longer than max_positions, and how many those are (the
+    summary records it). Dropping half of them or more is refused, as training refuses it of
+    a corpus (nmtbench.parts.batches.Bitext.encode): what is left is another corpus than the
+    one the config names."""
     seqs = tok(lines, add_special_tokens=True)["input_ids"]
     kept = [s for s in seqs if len(s) <= max_positions]
-    if not kept:  # training would wait forever for a first batch
-        raise InputError(f"{where}: all {len(seqs)} sentences are longer than max_positions "
-                         f"({max_positions} tokens); raise the pre-training setting "
-                         "max_positions")
+    if 2 * len(kept) <= len(seqs):
+        raise InputError(f"{where}: {len(seqs) - len(kept)} of {len(seqs)} sentences are "
+                         f"longer than max_positions ({max_positions} tokens); raise the "
+                         "pre-training setting max_positions")
     if len(kept) < len(seqs):
         log.warning("%s: dropped %d of %d sentences longer than %d tokens", where,
                     len(seqs) - len(kept), len(seqs), max_positions)
-    return kept
+    return kept, len(seqs) - len(kept)
 
 
 @torch.no_grad()
@@ -174,25 +178,29 @@ def _in_turn(corpora: list[str | Path]) -> list[str]:
 
 def split_corpus(corpus: str | Path | list[str | Path], tok: PreTrainedTokenizerBase,
                  cfg: PretrainConfig, train_only: list[str | Path] | None = None,
-                 ) -> tuple[str, list[list[int]], list[list[int]]]:
+                 ) -> tuple[str, list[list[int]], list[list[int]], dict[str, int]]:
     """The corpus's name, its training and its held-out sentences (the last
-    `heldout_sentences`), encoded. Several corpora (a joint vocabulary's two sides) are read a
-    line of each in turn, so that the held-out sentences come from all of them. The
-    `train_only` corpora (text beyond the dataset's own) go before the training sentences,
-    never among the held-out ones: those stay the dataset's last lines, so a BERT's held-out
-    accuracy compares with that of one pre-trained without them."""
+    `heldout_sentences`), encoded, and how many of each were dropped as longer than
+    max_positions. Several corpora (a joint vocabulary's two sides) are read a line of each
+    in turn, so that the held-out sentences come from all of them. The `train_only` corpora
+    (text beyond the dataset's own) go before the training sentences, never among the
+    held-out ones: those stay the dataset's last lines, so a BERT's held-out accuracy
+    compares with that of one pre-trained without them."""
     corpora = corpus if isinstance(corpus, list) else [corpus]
     lines = _in_turn(corpora)
     name = " + ".join(map(str, corpora))
     if len(lines) <= cfg.heldout_sentences:
         raise InputError(f"{name}: {len(lines)} lines, not more than heldout_sentences "
                          f"({cfg.heldout_sentences})")
-    train = _encode(lines[: -cfg.heldout_sentences], tok, cfg.max_positions, name)
+    train, dropped = _encode(lines[: -cfg.heldout_sentences], tok, cfg.max_positions, name)
     if train_only:
         extra = " + ".join(map(str, train_only))
-        train = _encode(_in_turn(train_only), tok, cfg.max_positions, extra) + train
+        more, more_dropped = _encode(_in_turn(train_only), tok, cfg.max_positions, extra)
+        train, dropped = more + train, dropped + more_dropped
         name = f"{name}; for training also {extra}"
-    return name, train, _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions, name)
+    heldout, heldout_dropped = _encode(lines[-cfg.heldout_sentences:], tok, cfg.max_positions,
+                                       name)
+    return name, train, heldout, {"train": dropped, "heldout": heldout_dropped}
 
 
 def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, out: str | Path,
@@ -205,7 +213,7 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
     cfg = PretrainConfig.from_dict(settings)
     torch.manual_seed(cfg.seed)
     tok = load_tokenizer(tokenizer_dir)
-    corpus, train, heldout = split_corpus(corpus, tok, cfg, train_only)
+    corpus, train, heldout, dropped = split_corpus(corpus, tok, cfg, train_only)
     model = build_model(cfg, tok)
     batcher = Batcher(cfg, tok)
     start = time.perf_counter()
@@ -222,7 +230,9 @@ def pretrain(corpus: str | Path | list[str | Path], tokenizer_dir: str | Path, o
             curves.close()
         summary = {
             "model": cfg.model, "settings": asdict(cfg), "corpus": str(corpus),
-            "train_sentences": len(train), "heldout_sentences": len(heldout), "updates": step,
+            "train_sentences": len(train), "heldout_sentences": len(heldout),
+            # sentences longer than max_positions, left out of each (at most half of either)
+            "dropped_sentences": dropped, "updates": step,
             "epochs": epochs, "seconds": seconds,
             "params": sum(p.numel() for p in model.parameters()), "heldout": scores,
         }

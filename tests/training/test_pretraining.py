@@ -152,8 +152,8 @@ def test_extra_corpora_are_trained_on_and_never_held_out(corpus, tmp_path):
     extra = [tmp_path / "a.txt", tmp_path / "b.txt"]
     extra[0].write_text("ab cd\nab\n")
     extra[1].write_text("ef\n")
-    _, train, heldout = split_corpus(text, tok, cfg)
-    name, with_extra, same = split_corpus(text, tok, cfg, extra)
+    _, train, heldout, _ = split_corpus(text, tok, cfg)
+    name, with_extra, same, _ = split_corpus(text, tok, cfg, extra)
     assert same == heldout and len(heldout) == 20
     encode = [tok(line)["input_ids"] for line in ("ab cd", "ef", "ab")]
     assert with_extra == encode + train
@@ -162,6 +162,24 @@ def test_extra_corpora_are_trained_on_and_never_held_out(corpus, tmp_path):
                        train_only=extra)
     assert summary["train_sentences"] == 283 and summary["heldout_sentences"] == 20
     assert summary["corpus"] == name
+
+
+def test_sentences_dropped_as_too_long_are_counted_in_the_summary(corpus, tmp_path):
+    """A few sentences longer than max_positions are dropped (logged) and counted, by part;
+    the held-out part is counted too, as its scores are of the sentences kept."""
+    text, tok_dir = corpus
+    tok = load_tokenizer(tok_dir)
+    lengths = [len(ids) for ids in tok(text.read_text().splitlines())["input_ids"]]
+    limit = sorted(lengths)[len(lengths) * 3 // 4]  # a quarter of them, or fewer, longer
+    summary = pretrain(text, tok_dir, tmp_path / "ckpt",
+                       {"model": "bert", **TINY, "max_positions": limit})
+    dropped = {"train": sum(n > limit for n in lengths[:-20]),
+               "heldout": sum(n > limit for n in lengths[-20:])}
+    assert dropped["train"] > 0
+    assert summary["dropped_sentences"] == dropped
+    assert summary["train_sentences"] == 280 - dropped["train"]
+    saved = json.loads((tmp_path / "ckpt" / "pretrain_summary.json").read_text())
+    assert saved["dropped_sentences"] == dropped
 
 
 @pytest.mark.parametrize("model, names", [
@@ -184,10 +202,14 @@ def test_dropout_setting_is_saved_with_the_checkpoint(corpus, tmp_path, model, n
     ({"model": "bert", "heldout_sentences": 300}, "not more than heldout_sentences"),
     ({"model": "bert", "mask_replace_prob": 0.8, "random_replace_prob": 0.3},
      r"mask_replace_prob \+ random_replace_prob = 0.8 \+ 0.3: .* at most 1$"),
-    # every sentence dropped: training waited forever for a first batch
+    # every sentence dropped: training waited forever for a first batch; half of them: it
+    # trained on another corpus than the config names
     ({"model": "bert", "max_positions": 2, "heldout_sentences": 20},
-     r"mono\.txt: all 280 sentences are longer than max_positions \(2 tokens\); raise the "
+     r"mono\.txt: 280 of 280 sentences are longer than max_positions \(2 tokens\); raise the "
      r"pre-training setting max_positions$"),
+    ({"model": "bert", "max_positions": 7, "heldout_sentences": 20},
+     r"mono\.txt: \d+ of 280 sentences are longer than max_positions \(7 tokens\); raise "
+     r"the pre-training setting max_positions$"),
 ])
 def test_bad_pretraining_input_is_an_input_error(corpus, tmp_path, settings, message):
     """Unknown model or setting, or a corpus no longer than the held-out part."""
