@@ -26,9 +26,11 @@ class Results:
     they made from their current training, and, for scores, the hypotheses in the run's
     directory. The others are left out and listed in `stale`."""
 
-    def __init__(self, plan: Plan, results_dir: Path) -> None:
+    def __init__(self, plan: Plan, results_dir: Path,
+                 pretrained_dir: Path = Path(layout.PRETRAINED_ROOT)) -> None:
         self.plan = plan
         self.results_dir = results_dir
+        self.pretrained_dir = pretrained_dir  # the checkpoints pre-trained in the DAG
         self.stale: set[Path] = set()
         self._digests: dict[Path, str] = {}  # each file or directory digested once
         self._inputs_current: dict[Path, bool] = {}  # per run directory
@@ -183,11 +185,21 @@ class Results:
 
     def _localised(self, paths: dict[str, Any]) -> dict[str, Any]:
         """A run's input paths, those under results/runs/ (other runs' outputs) moved into
-        this results directory."""
-        runs = Path(layout.RUNS)
-        return {name: self._localised(value) if isinstance(value, dict)
-                else self.path(value) if Path(value).parts[:len(runs.parts)] == runs.parts
-                else value for name, value in paths.items() if isinstance(value, dict | str)}
+        this results directory, and those under data/pretrained/ (checkpoints, their
+        tokenizers) into the pre-trained directory, whose summaries the report shows: a run
+        on a checkpoint pre-trained again there is not current."""
+        runs, pretrained = Path(layout.RUNS), Path(layout.PRETRAINED_ROOT)
+
+        def local(value: str) -> str | Path:
+            parts = Path(value).parts
+            if parts[:len(runs.parts)] == runs.parts:
+                return self.path(value)
+            if parts[:len(pretrained.parts)] == pretrained.parts:
+                return self.pretrained_dir / Path(value).relative_to(pretrained)
+            return value
+
+        return {name: self._localised(value) if isinstance(value, dict) else local(value)
+                for name, value in paths.items() if isinstance(value, dict | str)}
 
     def _digest(self, path: Path) -> str:
         if path not in self._digests:

@@ -83,7 +83,7 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
         if other == out:
             raise InputError(f"{out}: the report writes its {what} to {other.name} beside "
                              "tables.md; give tables.md another name")
-    results = Results(plan, Path(results_dir).resolve())
+    results = Results(plan, Path(results_dir).resolve(), Path(pretrained_dir))
     _check_results_dir(plan, results)
     verdicts = check_claims(plan, results)
     settings = _settings(plan, root, configs)

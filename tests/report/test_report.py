@@ -925,3 +925,41 @@ def test_a_pretraining_number_no_job_could_write_is_refused(tmp_path: Path, case
     path.write_text(json.dumps(summary), encoding="utf-8")
     with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
         tables._pretraining_rows(plan, tmp_path)
+
+
+def test_a_run_on_a_checkpoint_pretrained_again_is_not_current(tmp_path, monkeypatch):
+    """A run records the digest of the BERT it read (data/pretrained/...). The report, by
+    hand too, compares it with the checkpoint in its --pretrained directory, whose summary it
+    shows: results and checkpoints copied elsewhere and reported from there are compared
+    there, not with the working directory's (where they are not: nothing to compare)."""
+    from smoke import smoke_plan
+
+    from nmtbench.workflow.config import as_json
+
+    plan = smoke_plan()
+    cell = plan.cell("toy", "abnet-enc-at", "test")
+    paths = plan.run_paths("toy", str(cell.run), 1)
+    bert = Path(paths["pretrained"]["src_bert"])
+    assert bert.parts[:2] == ("data", "pretrained") and not plan.run_inputs("toy", str(cell.run))
+    copy = tmp_path / "copy"  # the workflow's directory, copied
+    for path in provenance.input_paths(paths).values():
+        target = copy / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if Path(path) == bert:
+            target.mkdir(exist_ok=True)
+            (target / "model.safetensors").write_text("the first pre-training")
+        elif not target.exists():
+            target.write_text("text\n")
+    run_dir = copy / cell.run_dir(1)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({
+        "experiment": json.loads(as_json(plan.run_settings("toy", str(cell.run), 1))),
+        "paths": paths}))
+    monkeypatch.chdir(copy)
+    (run_dir / "train_summary.json").write_text(json.dumps(
+        {"inputs": provenance.input_digests(paths)}))
+    monkeypatch.chdir(tmp_path)  # reported from elsewhere
+    results, pretrained = copy / "results", copy / "data" / "pretrained"
+    assert Results(plan, results, pretrained).run_current(cell, 1)
+    (copy / bert / "model.safetensors").write_text("pre-trained again")
+    assert not Results(plan, results, pretrained).run_current(cell, 1)
