@@ -185,9 +185,11 @@ class Results:
 
     def _localised(self, paths: dict[str, Any]) -> dict[str, Any]:
         """A run's input paths, those under results/runs/ (other runs' outputs) moved into
-        this results directory, and those under data/pretrained/ (checkpoints, their
-        tokenizers) into the pre-trained directory, whose summaries the report shows: a run
-        on a checkpoint pre-trained again there is not current."""
+        this results directory, those under data/pretrained/ (checkpoints, their tokenizers)
+        into the pre-trained directory, whose summaries the report shows, and the other data
+        into the directory holding this results directory, where the test sets the scores
+        are checked against are read (`_unchanged`): a run on data or a checkpoint made
+        again there is not current."""
         runs, pretrained = Path(layout.RUNS), Path(layout.PRETRAINED_ROOT)
 
         def local(value: str) -> str | Path:
@@ -196,7 +198,7 @@ class Results:
                 return self.path(value)
             if parts[:len(pretrained.parts)] == pretrained.parts:
                 return self.pretrained_dir / Path(value).relative_to(pretrained)
-            return value
+            return self.results_dir.parent / value  # an absolute path stays itself
 
         return {name: self._localised(value) if isinstance(value, dict) else local(value)
                 for name, value in paths.items() if isinstance(value, dict | str)}

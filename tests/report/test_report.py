@@ -927,11 +927,13 @@ def test_a_pretraining_number_no_job_could_write_is_refused(tmp_path: Path, case
         tables._pretraining_rows(plan, tmp_path)
 
 
-def test_a_run_on_a_checkpoint_pretrained_again_is_not_current(tmp_path, monkeypatch):
-    """A run records the digest of the BERT it read (data/pretrained/...). The report, by
-    hand too, compares it with the checkpoint in its --pretrained directory, whose summary it
-    shows: results and checkpoints copied elsewhere and reported from there are compared
-    there, not with the working directory's (where they are not: nothing to compare)."""
+def test_a_run_on_a_checkpoint_or_data_made_again_is_not_current(tmp_path, monkeypatch):
+    """A run records the digests of the BERT (data/pretrained/...) and the data it read. The
+    report, by hand too, compares them with the checkpoint in its --pretrained directory,
+    whose summary it shows, and the data beside its results directory, where it reads the
+    test sets: results, data and checkpoints copied elsewhere and reported from there are
+    compared there, not with the working directory's (where they are not: nothing to
+    compare)."""
     from smoke import smoke_plan
 
     from nmtbench.workflow.config import as_json
@@ -962,4 +964,8 @@ def test_a_run_on_a_checkpoint_pretrained_again_is_not_current(tmp_path, monkeyp
     results, pretrained = copy / "results", copy / "data" / "pretrained"
     assert Results(plan, results, pretrained).run_current(cell, 1)
     (copy / bert / "model.safetensors").write_text("pre-trained again")
+    assert not Results(plan, results, pretrained).run_current(cell, 1)
+    (copy / bert / "model.safetensors").write_text("the first pre-training")
+    assert Results(plan, results, pretrained).run_current(cell, 1)
+    (copy / paths["train_src"]).write_text("a corpus made again\n")  # beside the results
     assert not Results(plan, results, pretrained).run_current(cell, 1)
