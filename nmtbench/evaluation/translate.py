@@ -37,11 +37,10 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
 
     `average_last` > 0 averages the last k checkpoints of each epoch, or of every so many
     updates (`average_of`; fairseq's average_checkpoints.py); otherwise `checkpoint` names the
-    file (best or last). What is
-    loaded must be what the run was trained with: the tokenizers and pre-trained checkpoints
-    as config.json's digests record them, and checkpoints this run saved (their own config
-    and input digests are config.json's); else one line naming the file.
-    """
+    file (best or last). What is loaded must be what the run was trained with: the tokenizers
+    and pre-trained checkpoints as config.json's digests record them, and checkpoints this
+    run saved (their own config and input digests are config.json's); else one line naming
+    the file."""
     run_dir = Path(run_dir)
     config_path = run_dir / layout.RUN_CONFIG_NAME
     if not config_path.exists():
@@ -64,8 +63,8 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     model = get_method(cfg["method"]).build_for_translation(
         cfg, vocab_of(src_tok), vocab_of(tgt_tok), paths.pretrained)
     if average_last > 0:
-        kind = "epoch" if average_of == "epochs" else "update"
         found = checkpoints.numbered_checkpoints(run_dir / layout.CHECKPOINTS_NAME, average_of)
+        kind = average_of[:-1]  # epoch, update
         if len(found) < average_last:
             raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
                              f"but only {len(found)} {kind} checkpoints exist")

@@ -94,9 +94,9 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
     its training pairs `TRAIN_PAIRS` and its batches at most `MAX_TOKENS`; its epochs a
     handful, as many as its run's decodings average (the same for every experiment of a
     run), and where they average update checkpoints one saved every update, so that its 20
-    to 30 updates leave as many; mask-predict decodings in batches of `NAT_BATCH`. Every experiment, not only the
-    trained ones: an experiment named as its method (`abnet`) overrides the method's others
-    too, which would otherwise join its run and rename it."""
+    to 30 updates leave as many; mask-predict decodings in batches of `NAT_BATCH`. Every
+    experiment, not only the trained ones: an experiment named as its method (`abnet`)
+    overrides the method's others too, which would otherwise join its run and rename it."""
     trained = {dataset for dataset, _ in plan.trained_runs()}
     datasets: dict[str, Any] = {}
     for dataset in sorted(trained):
