@@ -454,7 +454,7 @@ def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
     """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
     import argparse
 
-    from nmtbench.workflow.papers import load_yaml
+    from nmtbench.workflow.yaml_reader import load_yaml
 
     schema = load_yaml((ROOT / "config" / "schema.yaml").read_text())
     least = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]["minimum"]
