@@ -777,6 +777,16 @@ IMPOSSIBLE = {
 }
 
 
+def _with(data: dict, key: str, value: object) -> dict:
+    """`data` with the value at the dotted `key` (`bleu.tokenized`) replaced by `value`."""
+    *parents, last = key.split(".")
+    record = data
+    for part in parents:
+        record = record[part]
+    record[last] = value
+    return data
+
+
 @pytest.mark.parametrize("case", IMPOSSIBLE)
 def test_a_number_no_job_could_write_is_one_line_naming_it(tmp_path: Path, papers: Path,
                                                           case: str) -> None:
@@ -785,13 +795,8 @@ def test_a_number_no_job_could_write_is_one_line_naming_it(tmp_path: Path, paper
     plan = setup(tmp_path, papers, [1])
     name, key, value, message = IMPOSSIBLE[case]
     path = tmp_path / BIG1 / name
-    data = json.loads(path.read_text())
-    *parents, last = key.split(".")
-    record = data
-    for part in parents:
-        record = record[part]
-    record[last] = value
-    path.write_text(json.dumps(data), encoding="utf-8")
+    path.write_text(json.dumps(_with(json.loads(path.read_text()), key, value)),
+                    encoding="utf-8")
     with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
         render(plan, tmp_path)
 
@@ -917,12 +922,7 @@ def test_a_pretraining_number_no_job_could_write_is_refused(tmp_path: Path, case
     tables._pretraining_rows(plan, tmp_path / "elsewhere")  # none there: "missing", no error
     path.write_text(json.dumps(summary), encoding="utf-8")
     tables._pretraining_rows(plan, tmp_path)
-    *parents, last = key.split(".")
-    record = summary
-    for part in parents:
-        record = record[part]
-    record[last] = value
-    path.write_text(json.dumps(summary), encoding="utf-8")
+    path.write_text(json.dumps(_with(summary, key, value)), encoding="utf-8")
     with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
         tables._pretraining_rows(plan, tmp_path)
 
