@@ -15,7 +15,7 @@ import yaml
 from hub_server import HubServer
 from hub_stand_ins import write_stand_in
 from huggingface_hub import constants
-from rehearsal import PAPER, PROFILE, SCALE, rehearse
+from rehearsal import PAPER, PROFILE, SCALE, overlay_overrides, plan_of, rehearse
 from rehearsal_text import rehearsal_text
 from release_fixtures import ROOT, build_releases, server_config
 
@@ -101,6 +101,29 @@ def _stopped_at_planning(tmp_path: Path, result) -> str:
     errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1, errors
     return errors[0]
+
+
+@pytest.mark.slow
+def test_the_overlay_logs_valid_bleu_only_where_a_curve_draws_it(tmp_path):
+    """The paper config logs valid BLEU in every decoded run; the rehearsal only in those a
+    curve figure draws, which keep it."""
+    def logged(plan) -> dict[tuple[str, str], bool]:
+        return {(d, r): plan.run_settings(d, r, 1)["valid_bleu"] for d, r in plan.trained_runs()
+                if plan.decoding(d, r) != "none"}
+
+    configs = _planning_configs(tmp_path)
+    paper = plan_of(*configs)
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump(overlay_overrides(paper, 16)))
+    rehearsal = plan_of(*configs, overlay)
+    drawn = {e for f in rehearsal.catalogue.figures.values() if f.kind == "curve"
+             for e in f.experiments()}
+    assert all(logged(paper).values())
+    runs = logged(rehearsal)
+    assert len(runs) == len(logged(paper))
+    assert {run: on for run, on in runs.items() if on} == {
+        (d, r): True for d, r in runs if set(rehearsal.sharing(d, r)) & drawn}
+    assert 0 < sum(runs.values()) < len(runs)
 
 
 @pytest.mark.slow
