@@ -14,7 +14,7 @@ rule decode:
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
-        batch_size=lambda w: PLAN.decode_for_tag(w.tag).batch_size,
+        batch_size=lambda w: PLAN.decode_batch_size(w.dataset, w.run, w.tag),
         device=config.get("device", "auto"),
         first=[],
     conda:
@@ -66,7 +66,7 @@ use rule decode as backtranslate with:
     params:
         run_dir=lambda w, input: os.path.dirname(input.summary),
         search=search_arguments,
-        batch_size=lambda w: PLAN.decode_for_tag(w.tag).batch_size,
+        batch_size=lambda w: PLAN.decode_batch_size(w.dataset, w.run, w.tag),
         device=config.get("device", "auto"),
         first=lambda w: ["--max-lines", w.sentences],
     log:

@@ -245,6 +245,21 @@ def test_decode_for_tag_gives_back_the_settings(catalogue):
         plan.decode_for_tag("beam99-lp1-fairseq-best")
 
 
+
+def test_a_decoding_takes_the_batch_its_own_dataset_asks_for(catalogue):
+    """The tag leaves the batch size out; a dataset's override of it holds for its own
+    decodings only, whichever dataset the plan reads last."""
+    small = {"iwslt14-de-en": {**make_config()["datasets"]["iwslt14-de-en"],
+                               "overrides": {"base": {"decode": {"batch_size": 2}}}}}
+    toy = {"toy": make_config()["datasets"]["toy"]}
+    for datasets in ({**small, **toy}, {**toy, **small}):
+        plan = plan_for(catalogue, datasets=datasets)
+        cell = plan.cell("iwslt14-de-en", "base", "here")
+        assert plan.decode_batch_size("iwslt14-de-en", cell.run, cell.tag) == 2
+        other = plan.cell("wmt14-en-de", "base", "here")
+        assert other.tag == cell.tag
+        assert plan.decode_batch_size(other.dataset, other.run, other.tag) == 64
+
 # --- datasets ------------------------------------------------------------------------------
 
 def test_dataset_map_maps_paper_datasets(catalogue):

@@ -94,6 +94,15 @@ class RunSharing:
         """The decoding settings a tag stands for (the rules only see the tag)."""
         return self._decodes[tag]
 
+    def decode_batch_size(self, dataset: str, run: str, tag: str) -> int:
+        """Sentences a decoding of `run` on `dataset` under `tag` takes at once: the fewest
+        its experiments there ask for. The tag leaves the batch out (it does not change the
+        hypotheses), so the same tag on another dataset or run may ask for another one: a
+        smaller batch is what keeps a decoding within its memory."""
+        sizes = [settings.batch_size for e in self.sharing(dataset, run)
+                 for settings in [self.decode_settings(dataset, e)] if settings.tag == tag]
+        return min(sizes, default=self.decode_for_tag(tag).batch_size)
+
     def sharing(self, dataset: str, run: str) -> list[str]:
         """The experiments trained by the run `run` on `dataset`."""
         return sorted(e for (d, e), r in self._run_names.items() if d == dataset and r == run)
