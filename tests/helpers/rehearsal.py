@@ -36,8 +36,7 @@ WIDTHS = ("d_model", "ffn_dim", "adapter_dim", "coordinator_ffn_dim", "rnn_embed
 EVEN = ("rnn_hidden",)  # halved between the encoder's two directions
 LEAST_EPOCHS = 2  # a best and a last checkpoint that differ
 # the training pairs a run on a real dataset reads (of its few hundred): two or three
-# batches, so that the ten epochs whose checkpoints the paper config averages are 20 to 30
-# updates
+# batches an epoch
 TRAIN_PAIRS = 100
 # sentences a mask-predict decoding takes at once: a length predictor of 30 updates picks
 # lengths up to its BERT's 512 positions, and 4 candidates x 512 x mBERT's 119,547 logits are
@@ -93,10 +92,11 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
     real datasets (the toy world's are toy-sized already) its widths divided by `divisor`,
     its training pairs `TRAIN_PAIRS` and its batches at most `MAX_TOKENS`; its epochs a
     handful, as many as its run's decodings average (the same for every experiment of a
-    run), valid BLEU off (on where a curve draws it), and where they average update checkpoints one saved every update, so that its 20
-    to 30 updates leave as many; mask-predict decodings in batches of `NAT_BATCH`. Every
-    experiment, not only the trained ones: an experiment named as its method (`abnet`)
-    overrides the method's others too, which would otherwise join its run and rename it."""
+    run), and where they average update checkpoints as many updates, each saved; valid
+    BLEU off (the plan keeps it where a curve draws it); mask-predict decodings in
+    batches of `NAT_BATCH`. Every experiment, not only the trained ones: an experiment
+    named as its method (`abnet`) overrides the method's others too, which would otherwise
+    join its run and rename it."""
     trained = {dataset for dataset, _ in plan.trained_runs()}
     datasets: dict[str, Any] = {}
     for dataset in sorted(trained):
@@ -124,8 +124,8 @@ def overlay_overrides(plan, divisor: int) -> dict[str, Any]:
             # predictors decode lengths up to 512 for most of the rehearsal's time
             override: dict[str, Any] = {"max_epochs": max(LEAST_EPOCHS, averaged[runs[e]]),
                                         "valid_bleu": False}
-            if runs[e] in over_updates:
-                override["save_interval_updates"] = 1
+            if runs[e] in over_updates:  # as many updates as it averages, one saved each
+                override |= {"save_interval_updates": 1, "max_updates": averaged[runs[e]]}
             else:
                 override["keep_last_epochs"] = max(1, averaged[runs[e]])
             if plan.config["datasets"][dataset]["kind"] != "toyworld":
