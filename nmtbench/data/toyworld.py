@@ -361,6 +361,108 @@ def check_sizes(train_pairs: int, valid_pairs: int, test_pairs: int, mono_senten
                          "use real data")
 
 
+def _options(q: float) -> tuple[int, int]:
+    """Whether a draw `rng.random() < q` can come out false, and true: (no, yes) as 0 or 1."""
+    return int(q < 1), int(q > 0)
+
+
+def distinct_sentences(cfg: WorldConfig, cap: int, max_length: int = 400) -> int:
+    """At most how many distinct sentences the world can draw, counted up to `cap`: its meaning
+    trees whose target falls in the length range (distinct sentences render distinct trees).
+    Counted by target length, as the sampler draws them: a branch of probability 0 is never
+    taken and one of probability 1 always. A range reaching past `max_length` tokens, which
+    this does not count, gives `cap` (not known to be too few)."""
+    if cfg.max_target_tokens > max_length:
+        return cap
+    top = cfg.max_target_tokens - 1  # the clause's tokens, without the final "."
+    if top < 1:
+        return 0
+    deep = cfg.depth_decay  # each p at depth >= 1: p * decay**depth is 0, in (0, 1) or 1 alike
+    n_adj = cfg.adjectives
+    # a noun phrase's head: (determiner, adjectives, noun) by length; no determiner for an
+    # indefinite plural (1 of the 4 number x definiteness choices)
+    head = [0] * 5
+    for det, ways in ((0, 1), (1, 3)):
+        for adjectives, choices in ((0, 1), (1, n_adj), (2, n_adj * (n_adj - 1))):
+            head[det + adjectives + 1] += ways * choices * cfg.nouns
+    rel_no, rel_yes = _options(cfg.p_relative * deep)
+    pp_no, pp_yes = _options(cfg.p_pp * deep)
+    osv = sum(_options(cfg.p_osv))
+    adv_no, adv_yes = _options(cfg.p_adverb)
+    verbs = {kind: 2 * n for kind, n in (("i", cfg.intransitive_verbs),
+                                         ("t", cfg.transitive_verbs), ("c", cfg.clausal_verbs))}
+    relations = len(RELATIONS)
+    size = top + 1
+
+    def clip(value: int) -> int:
+        return min(value, cap)
+
+    # deep (depth >= 1) arrays by target length: noun phrase, relative clause, clause
+    np_, rel, kinds, subj_kinds, with_adv, clause = ([0] * size for _ in range(6))
+    cl_ok = cfg.p_complement * deep > 0
+    ppc_no, ppc_yes = _options(cfg.p_pp * deep)
+
+    def step(length: int, kinds: list[int], subj_kinds: list[int], with_adv: list[int],
+             clause: list[int], cl: bool, p_no: int, p_yes: int) -> None:
+        # verb (1 token) with an object (transitive) or "thet" and a complement (clausal)
+        value = verbs["i"] if length == 1 else 0
+        value += verbs["t"] * osv * np_[length - 1] if length >= 2 else 0
+        value += verbs["c"] * clause_deep[length - 2] if cl and length >= 3 else 0
+        kinds[length] = clip(value)
+        subj_kinds[length] = clip(sum(np_[i] * kinds[length - i] for i in range(1, length)))
+        with_adv[length] = clip(adv_no * subj_kinds[length]
+                                + adv_yes * cfg.adverbs * subj_kinds[length - 1])
+        # a prepositional phrase: one of the relations and a noun phrase
+        clause[length] = clip(p_no * with_adv[length] + p_yes * relations * sum(
+            np_[j - 1] * with_adv[length - j] for j in range(2, length)))
+
+    clause_deep = clause
+    for length in range(1, size):
+        # noun phrase: head, then a relative clause ("whic" + clause) or a prepositional
+        # phrase or neither
+        np_[length] = clip(sum(
+            head[h] * ((rel_no * pp_no if length == h else 0)
+                       + (rel_yes * rel[length - h - 1] if length - h >= 2 else 0)
+                       + (rel_no * pp_yes * relations * np_[length - h - 1] if length - h >= 2
+                          else 0))
+            for h in range(1, min(5, length + 1))))
+        # relative clause: its verb, and an object if transitive (no subject, adverb, pp)
+        rel[length] = clip((verbs["i"] if length == 1 else 0)
+                           + (verbs["t"] * np_[length - 1] if length >= 2 else 0))
+        step(length, kinds, subj_kinds, with_adv, clause, cl_ok, ppc_no, ppc_yes)
+    # the sentence's own clause, at depth 0 (decay**0: the settings' own probabilities)
+    top_arrays = [[0] * size for _ in range(4)]
+    top_no, top_yes = _options(cfg.p_pp)
+    for length in range(1, size):
+        step(length, *top_arrays, cfg.p_complement > 0, top_no, top_yes)
+    return clip(sum(top_arrays[3][length - 1]
+                    for length in range(max(cfg.min_target_tokens, 2), top + 2)))
+
+
+def check_distinct(cfg: WorldConfig, train_pairs: int, valid_pairs: int, test_pairs: int,
+                   test_official_pairs: int = 0) -> None:
+    """The world's pairs (its splits never share a source sentence) within the distinct
+    sentences it can make (`distinct_sentences`); else an InputError naming the key of the
+    first split that could not be filled."""
+    asked = 0
+    sizes = (("train", train_pairs), ("valid", valid_pairs), ("test", test_pairs),
+             ("test-official", test_official_pairs))
+    total = sum(n for _, n in sizes)
+    if (made := distinct_sentences(cfg, total)) >= total:
+        return
+    for i, (split, n) in enumerate(sizes):
+        asked += n
+        if asked > made:
+            splits = [name for name, _ in sizes[:i + 1]]
+            which = (f"{', '.join(splits[:-1])} and {splits[-1]}, which share no sentence"
+                     if i else split)
+            raise InputError(f"key '{size_key(split)}': the world makes at most {made:,} "
+                             f"distinct sentences of {cfg.min_target_tokens} to "
+                             f"{cfg.max_target_tokens} target tokens, too few for {asked:,} "
+                             f"pairs ({which}); give it more words, a wider length range "
+                             "or ask for fewer pairs")
+
+
 def size_key(split: str) -> str:
     """The world's setting that sizes `split` (test-official: test_official_pairs)."""
     return f"{split.replace('-', '_')}_pairs"
@@ -377,10 +479,12 @@ def generate(out_dir: str | Path, cfg: WorldConfig, train_pairs: int, valid_pair
     Each split draws from its own seeded stream, so changing one size leaves the others intact;
     pairs seen in an earlier split are redrawn so that valid and the test sets never overlap
     training data or each other. Monolingual corpora are independent samples on each side (not
-    translations of each other). More pairs than the world can make, or more sentences than
+    translations of each other). More pairs than the world can make (more than
+    `check_distinct` counts, before a draw, or than its draws find), or more sentences than
     `check_sizes` lets it hold, is an InputError naming the key.
     """
     check_sizes(train_pairs, valid_pairs, test_pairs, mono_sentences, test_official_pairs)
+    check_distinct(cfg, train_pairs, valid_pairs, test_pairs, test_official_pairs)
     world = ToyWorld(cfg)
     out = Path(out_dir)
     seen: set[str] = set()

@@ -19,7 +19,7 @@ import jsonschema
 
 from nmtbench.data.casing import SIDES, lowercased_sides, reads_case
 from nmtbench.data.recipes import RECIPES, check_sources, recipe_for
-from nmtbench.data.toyworld import ToyWorld, WorldConfig, check_sizes
+from nmtbench.data.toyworld import ToyWorld, WorldConfig, check_distinct, check_sizes
 from nmtbench.errors import InputError, schema_key
 from nmtbench.workflow import run_inputs, train_settings
 from nmtbench.workflow.method_registry import MethodInfo, method_infos
@@ -224,13 +224,17 @@ def _check_datasets(config: dict[str, Any], plan: Plan, decode_schema: dict) -> 
         if "detok_lang" in spec:
             _check_detok_lang(spec["detok_lang"], f"config key 'datasets.{dataset}.detok_lang'")
         # a toy world's settings together (the schema checks each alone), one sentence drawn
-        # in its length range, and its size: refused here, not by its job
+        # in its length range, its size, and its pairs within the distinct sentences its
+        # words and settings make: refused here, not by its job
         if "world" in spec:
             try:
                 world = WorldConfig.from_dict({k: v for k, v in spec["world"].items()
                                                if k not in WORLD_SIZES})
                 ToyWorld(world).sample(random.Random(world.seed))
-                check_sizes(**{k: v for k, v in spec["world"].items() if k in WORLD_SIZES})
+                sizes = {k: v for k, v in spec["world"].items() if k in WORLD_SIZES}
+                check_sizes(**sizes)
+                check_distinct(world, **{k: v for k, v in sizes.items()
+                                         if k != "mono_sentences"})
             except InputError as err:
                 raise InputError(f"config key 'datasets.{dataset}.world': {err}") from None
         for name, settings in spec.get("overrides", {}).items():

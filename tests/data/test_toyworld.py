@@ -11,6 +11,7 @@ from nmtbench.data.toyworld import (
     TGT_DETERMINER,
     ToyWorld,
     WorldConfig,
+    distinct_sentences,
     generate,
 )
 from nmtbench.errors import InputError
@@ -156,3 +157,33 @@ def test_a_world_larger_than_a_toy_world_holds_is_refused_before_a_draw(tmp_path
         generate(tmp_path / "w", WorldConfig(), train_pairs=10**9, valid_pairs=1, test_pairs=1,
                  mono_sentences=1)
     assert not (tmp_path / "w").exists()
+
+
+# a world of 40 distinct sentences: two nouns, two adjectives, one verb of each kind, no
+# clause or phrase inside another, no adverb, and at most 4 target tokens
+SMALL_WORLD = WorldConfig(max_target_tokens=4, nouns=2, adjectives=2, intransitive_verbs=1,
+                          transitive_verbs=1, clausal_verbs=1, adverbs=1, p_relative=0,
+                          p_complement=0, p_pp=0, p_adverb=0)
+
+
+def test_the_distinct_sentences_a_world_makes_are_counted_before_a_draw():
+    """The count is of the trees the sampler can draw in the length range: all of them, and
+    no more, are found by drawing (here and on worlds with phrases inside phrases)."""
+    rng = random.Random(0)
+    drawn = {ToyWorld(SMALL_WORLD).sample(rng)[0] for _ in range(4000)}
+    assert distinct_sentences(SMALL_WORLD, cap=10**6) == len(drawn) == 40
+    assert distinct_sentences(WorldConfig(), cap=10**6) == 10**6  # counted up to the cap
+
+
+def test_a_world_too_small_for_its_splits_is_refused_before_a_draw(tmp_path):
+    """Found after 10,000 draws in a row of sentences already drawn otherwise (and at planning
+    now): refused naming the first split the world's sentences cannot fill."""
+    with pytest.raises(InputError, match=r"^key 'test_pairs': the world makes at most 40 "
+                                         r"distinct sentences of 3 to 4 target tokens, too few "
+                                         r"for 41 pairs \(train, valid and test, which share no "
+                                         r"sentence\)"):
+        generate(tmp_path / "w", SMALL_WORLD, train_pairs=30, valid_pairs=10, test_pairs=1,
+                 mono_sentences=1)
+    assert not (tmp_path / "w").exists()
+    assert generate(tmp_path / "w", SMALL_WORLD, train_pairs=30, valid_pairs=5, test_pairs=5,
+                    mono_sentences=1)["test"] == 5

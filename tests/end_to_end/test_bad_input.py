@@ -206,8 +206,8 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         ({"train_pairs": 5000, "nouns": 1, "adjectives": 2, "intransitive_verbs": 1,
           "transitive_verbs": 1, "clausal_verbs": 1, "adverbs": 1, "p_relative": 0,
           "p_complement": 0, "p_pp": 0, "p_adverb": 0},
-         "--world: key 'train_pairs': the world makes too few distinct sentences for 5000 "
-         "train pairs"),
+         "--world: key 'train_pairs': the world makes at most 1,640 distinct sentences of 3 "
+         "to 60 target tokens, too few for 5,000 pairs (train)"),
     )},
     "toyworld, --world without sizes": (
         lambda d: ["toyworld", "--out", d / "toy", "--world", '{"seed": 1}'],

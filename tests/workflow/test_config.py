@@ -328,6 +328,13 @@ def _experiment(c, **settings):
     (lambda c: c["datasets"]["toy"]["world"].update(min_target_tokens=59),
      "config key 'datasets.toy.world': keys 'min_target_tokens', 'max_target_tokens': no "
      "sentence of 59 to 60 target tokens in 10000 draws"),
+    # fewer distinct sentences than its splits ask for (found by the job after 10,000
+    # repeated draws otherwise): 10 nouns x 10 verbs x 2 tenses of 3 tokens ("nouns verb .")
+    (lambda c: c["datasets"]["toy"]["world"].update(max_target_tokens=3, nouns=10,
+                                                      intransitive_verbs=10),
+     "config key 'datasets.toy.world': key 'train_pairs': the world makes at most 200 "
+     "distinct sentences of 3 to 3 target tokens, too few for 2,000 pairs (train); give "
+     "it more words, a wider length range or ask for fewer pairs"),
     (lambda c: c["datasets"]["toy"]["world"].update(mono_sentences=9_999_000),
      "config key 'datasets.toy.world': key 'mono_sentences': the world's splits would hold "
      "10,002,000 sentences, more than the 10,000,000 a toy world is generated with (in one "
