@@ -17,7 +17,7 @@ from urllib.parse import quote
 from nmtbench import layout
 from nmtbench.errors import InputError
 from nmtbench.fileio import read_jsonl
-from nmtbench.records import is_number
+from nmtbench.records import COUNT, NON_NEGATIVE, checked_number
 from nmtbench.report.figures import CAPTION_CHARS, HEIGHT_INCHES, PANEL_INCHES, Drawn, plt, save
 from nmtbench.report.results import Results
 from nmtbench.workflow.papers import Table
@@ -47,15 +47,19 @@ def table_runs(plan: Plan, table: Table) -> tuple[dict[tuple[str, str], list[str
 
 
 def valid_losses(log: Path) -> list[tuple[int, float]]:
-    """(updates made, validation loss) of each validation a train_log.jsonl records."""
+    """(updates made, validation loss) of each validation a train_log.jsonl records. A step
+    that is not a count, or a loss that is not a finite number of at least 0 (a cross-entropy;
+    the trainer stops before a non-finite one), which no training wrote, is an error naming
+    the file, the validation and the key."""
     points = []
-    for record in read_jsonl(log):
-        if record.get("event") != "valid":
-            continue
-        step, loss = record.get("step"), record.get("valid_loss")
-        if not (is_number(step) and is_number(loss)):
-            raise InputError(f"{log}: a valid event's step and valid_loss must be numbers, "
-                             f"got {step!r} and {loss!r}")
+    valid = [record for record in read_jsonl(log) if record.get("event") == "valid"]
+    for number, record in enumerate(valid, start=1):
+        where = f"{log}: valid event {number}"
+        for key in ("step", "valid_loss"):
+            if key not in record:
+                raise InputError(f"{where}: key {key!r} is missing")
+        step = checked_number(where, "step", record["step"], COUNT)
+        loss = checked_number(where, "valid_loss", record["valid_loss"], NON_NEGATIVE)
         points.append((int(step), float(loss)))
     return points
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import matplotlib.image
+import pytest
 from fabricated_runs import (
     SUMMARY,
     TABLE,
@@ -19,6 +20,7 @@ from fabricated_runs import (
 )
 
 from nmtbench import layout
+from nmtbench.errors import InputError
 from nmtbench.report import table_curves
 from nmtbench.report.results import Results
 from nmtbench.report.tables import write_report
@@ -118,3 +120,22 @@ def test_the_default_config_declares_a_curve_figure_for_each_table() -> None:
         assert [f"results/figures/{table.name}.curves.{ext}" for ext in ("png", "pdf")] == [
             p for p in outputs if p.startswith(f"results/figures/{table.name}.curves.")]
     assert len(outputs) == 2 * (len(plan.tables) + len(plan.figures))
+
+
+@pytest.mark.parametrize("loss, refused", [
+    ("NaN", "must be a finite number, got nan"), ("Infinity", "must be a finite number, got inf"),
+    ("-0.5", "must be at least 0, got -0.5"), ('"5.1"', "must be a finite number, got '5.1'"),
+])
+def test_a_valid_loss_no_training_writes_is_one_line_naming_the_file_and_key(
+        tmp_path: Path, loss: str, refused: str) -> None:
+    """A cross-entropy is finite (the trainer stops before a non-finite one) and never
+    negative: a log edited by hand to another is refused, not drawn as a curve."""
+    log = tmp_path / layout.TRAIN_LOG_NAME
+    log.write_text('{"event": "valid", "step": 10, "valid_loss": 4.5}\n'
+                   f'{{"event": "valid", "step": 20, "valid_loss": {loss}}}\n', encoding="utf-8")
+    with pytest.raises(InputError) as found:
+        table_curves.valid_losses(log)
+    assert str(found.value) == f"{log}: valid event 2: key 'valid_loss' {refused}"
+    log.write_text('{"event": "valid", "step": 2.5, "valid_loss": 4.5}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r": valid event 1: key 'step' must be a whole number"):
+        table_curves.valid_losses(log)
