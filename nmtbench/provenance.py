@@ -123,6 +123,59 @@ def training_digest(run_dir: str | Path) -> str:
     return file_digest(summary)
 
 
+# The checkpoints a finished run's outputs are read from (decoding, warm starts, teachers and
+# exports: best; a resume: last), each with its checksum file (nmtbench.parts.checkpoints)
+READ_CHECKPOINTS = ("best", "last")
+CHECKSUM_SUFFIX = ".sha256"
+
+
+def lost_checkpoint(run_dir: str | Path) -> Path | None:
+    """The first of a finished run's checkpoints that are read (READ_CHECKPOINTS) and their
+    checksum files that is gone (deleted by hand); None while all are there, or while the run
+    has not finished (its summary is not there). No job makes one again alone: a training
+    that lost its best.pt can only train again."""
+    run_dir = Path(run_dir)
+    if not (run_dir / Path(layout.TRAIN_SUMMARY).name).is_file():
+        return None
+    directory = run_dir / layout.CHECKPOINTS_NAME
+    read = [directory / layout.CHECKPOINT_NAME.format(checkpoint=name)
+            for name in READ_CHECKPOINTS]
+    # and every other checkpoint kept (epochN.pt, updateN.pt: averaging reads them) whose
+    # checksum file is there without it, or it without its checksum file
+    kept = sorted({directory / p.name.removesuffix(CHECKSUM_SUFFIX)
+                   for p in directory.glob(f"*.pt{CHECKSUM_SUFFIX}")}
+                  | set(directory.glob("*.pt")))
+    for checkpoint in [*read, *(p for p in kept if p not in read)]:
+        for path in (checkpoint, Path(f"{checkpoint}{CHECKSUM_SUFFIX}")):
+            if not path.is_file():
+                return path
+    return None
+
+
+def lost_checkpoint_line(run_dir: str | Path) -> str | None:
+    """The one line that stops the workflow on a finished run that lost a checkpoint: its
+    results (decodings, scores, the runs that learn from it) were made from the file, which
+    only training the run again makes."""
+    if (lost := lost_checkpoint(run_dir)) is None:
+        return None
+    return (f"{lost} is gone, but the run's results were made from it and only training the "
+            f"run again makes it; delete {run_dir} to train it again")
+
+
+def lost_weights_line(directory: str | Path) -> str | None:
+    """The one line that stops the workflow on a checkpoint directory a snapshot or a trim
+    made (under data/pretrained/) whose weights were deleted by hand: its rule declares the
+    directory's config.json alone (a hub repository's files vary), so no job would make them
+    again, and the runs on it would be left out of the report for good."""
+    directory = Path(directory)
+    if (directory / layout.HF_CONFIG_NAME).is_file() and not any(
+            directory.glob("*.safetensors")):
+        return (f"{directory}: its weights (*.safetensors) are gone, but its "
+                f"{layout.HF_CONFIG_NAME} is there, so no job makes them again; delete "
+                f"{directory} to make the checkpoint again")
+    return None
+
+
 def current(record: Mapping[str, Any], run_dir: str | Path) -> bool:
     """Was this output made from the training that is in `run_dir` now?"""
     summary = Path(run_dir) / Path(layout.TRAIN_SUMMARY).name

@@ -21,6 +21,25 @@ except InputError as err:
     print(f"config error: {err}", file=sys.stderr)
     sys.exit(1)
 
+# A finished run whose best.pt or last.pt (or a checksum file) was deleted by hand: its
+# results were made from it, and no job makes it again (training is declared by its summary,
+# and Snakemake deletes a job's declared outputs before the job, which a resume reads), so
+# the workflow stops before planning, in -n too, with the advice that trains it again.
+# So does a checkpoint a snapshot or trim made whose weights were deleted (its rule declares
+# its config.json alone): the runs on it would be left out of the report for good.
+from nmtbench.provenance import lost_checkpoint_line, lost_weights_line
+
+for _lost in (*(lost_checkpoint_line(os.path.dirname(summary))
+                for summary in PLAN.trained_summaries()),
+              *(lost_weights_line(checkpoint_dir(name))
+                for name in sorted({name for dataset, run in PLAN.trained_runs()
+                                    for name in PLAN.checkpoints(dataset, run).values()
+                                    if name not in config.get("pretraining", {})})
+                if checkpoint_dir(name).startswith(layout.PRETRAINED_ROOT + "/"))):
+    if _lost:
+        print(f"error: {_lost}", file=sys.stderr)
+        sys.exit(1)
+
 # logging.wandb_project reaches the train and pretrain jobs through their environment, not
 # their commands: bookkeeping, naming a project reruns no job (nmtbench.training.curves)
 from nmtbench.training.curves import WANDB_PROJECT_ENV

@@ -125,3 +125,39 @@ def test_a_source_longer_than_the_models_positions_is_one_line_naming_it(toy_pat
     assert message.startswith(f"{src}: line 2: ") and "more than the model's 32 positions" \
         in message and "\n" not in message
     assert not (tmp_path / "hyp.txt").exists()
+
+
+def test_a_finished_run_that_lost_a_checkpoint_is_named(tmp_path):
+    """best.pt and last.pt and their checksum files, and every other checkpoint kept with
+    its checksum file: the first one gone is named, once the run has finished."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    names = ["best.pt", "last.pt", "epoch1.pt", "epoch2.pt"]
+    for name in names:
+        (checkpoints / name).write_bytes(b"w")
+        (checkpoints / f"{name}.sha256").write_text("x\n")
+    assert provenance.lost_checkpoint(tmp_path) is None
+    (checkpoints / "best.pt").unlink()
+    assert provenance.lost_checkpoint(tmp_path) is None  # not finished: a resume makes it
+    (tmp_path / "train_summary.json").write_text("{}\n")
+    assert provenance.lost_checkpoint(tmp_path) == checkpoints / "best.pt"
+    assert provenance.lost_checkpoint_line(tmp_path) == (
+        f"{checkpoints}/best.pt is gone, but the run's results were made from it and only "
+        f"training the run again makes it; delete {tmp_path} to train it again")
+    (checkpoints / "best.pt").write_bytes(b"w")
+    (checkpoints / "epoch2.pt").unlink()  # averaging reads it
+    assert provenance.lost_checkpoint(tmp_path) == checkpoints / "epoch2.pt"
+    (checkpoints / "epoch2.pt.sha256").unlink()  # an epoch checkpoint no longer kept
+    assert provenance.lost_checkpoint(tmp_path) is None
+    (checkpoints / "last.pt.sha256").unlink()
+    assert provenance.lost_checkpoint(tmp_path) == checkpoints / "last.pt.sha256"
+
+
+def test_a_snapshot_or_trim_that_lost_its_weights_is_named(tmp_path):
+    assert provenance.lost_weights_line(tmp_path) is None  # not made yet: its rule makes it
+    (tmp_path / "config.json").write_text("{}\n")
+    assert provenance.lost_weights_line(tmp_path) == (
+        f"{tmp_path}: its weights (*.safetensors) are gone, but its config.json is there, so "
+        f"no job makes them again; delete {tmp_path} to make the checkpoint again")
+    (tmp_path / "model.safetensors").write_bytes(b"w")
+    assert provenance.lost_weights_line(tmp_path) is None

@@ -22,14 +22,13 @@ import torch
 from nmtbench import layout
 from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_path, write_text
-from nmtbench.provenance import file_digest
+from nmtbench.provenance import CHECKSUM_SUFFIX, file_digest
 
 log = logging.getLogger(__name__)
 
 # the numbered checkpoints kept for averaging: of each epoch, and of every so many updates
 NUMBERED = {"epochs": layout.EPOCH_CHECKPOINT_NAME.format(epoch="{}"),
             "updates": layout.UPDATE_CHECKPOINT_NAME.format(update="{}")}
-CHECKSUM_SUFFIX = ".sha256"
 CHECKSUM_LINE = re.compile(r"([0-9a-f]{64})  \S.*")
 
 

@@ -371,6 +371,46 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
 
 
+@pytest.mark.parametrize("lost", ["best.pt", "last.pt.sha256"])
+def test_a_checkpoint_deleted_by_hand_stops_the_workflow_until_the_run_trains_again(
+        tmp_path, lost):
+    """A finished run's best.pt (its decodings' and its children's weights) or a checksum
+    file deleted by hand: no job makes it again, and the run's numbers stood in tables.md
+    with exit 0. The workflow now stops before planning, in -n too, with one line; doing
+    what it says trains the run again and makes its number again."""
+    work, table = tmp_path / "work", tmp_path / "table.yaml"
+    table.write_text("tables: [toyworld.table1]\n")
+    run, tag = run_dir(work, "transformer-tiny-500", table)
+    metrics = str((run / f"metrics.test.{tag}.json").relative_to(work))
+    configs = ["--configfile", str(SMOKE), str(table)]
+    result = snakemake(work, "--cores", "2", metrics, *configs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run / "checkpoints" / lost).unlink()
+    rel = run.relative_to(work)
+    for args in (["-n"], ["--cores", "2", metrics]):
+        result = snakemake(work, *args, *configs)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"error: {rel}/checkpoints/{lost} is gone, but the run's results were made from "
+            f"it and only training the run again makes it; delete {rel} to train it again")
+    shutil.rmtree(work / rel)  # what the line says, nothing more
+    result = snakemake(work, "--cores", "2", metrics, *configs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run / "checkpoints" / lost).is_file() and (work / metrics).is_file()
+
+
+def test_a_finished_run_without_its_checkpoints_is_refused_before_planning(tmp_path):
+    """The refusal reads the run directory alone, before Snakemake plans a job: a summary
+    whose checkpoints are not there (all four read: best, last, their checksums)."""
+    run, _ = run_dir(tmp_path, "transformer-tiny-500")
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "train_summary.json").write_text("{}\n")
+    result = snakemake(tmp_path, "-n")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"error: {run.relative_to(tmp_path)}/checkpoints/best.pt is gone")
+
+
 @pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"lr_schedule": "linear",
                                                        "max_epochs": 3}],
                          ids=["fewer-epochs", "a-linear-decay-made-longer"])
