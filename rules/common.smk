@@ -26,19 +26,22 @@ except InputError as err:
 # and Snakemake deletes a job's declared outputs before the job, which a resume reads), so
 # the workflow stops before planning, in -n too, with the advice that trains it again.
 # So does a checkpoint a snapshot or trim made whose weights were deleted (its rule declares
-# its config.json alone): the runs on it would be left out of the report for good.
+# its config.json alone): the runs on it would be left out of the report for good. Checked
+# by the invocation that plans, not by each cluster job's own parse, which may run while
+# another job writes or prunes a run's checkpoints.
 from nmtbench.provenance import lost_checkpoint_line, lost_weights_line
 
-for _lost in (*(lost_checkpoint_line(os.path.dirname(summary))
-                for summary in PLAN.trained_summaries()),
-              *(lost_weights_line(checkpoint_dir(name))
-                for name in sorted({name for dataset, run in PLAN.trained_runs()
-                                    for name in PLAN.checkpoints(dataset, run).values()
-                                    if name not in config.get("pretraining", {})})
-                if checkpoint_dir(name).startswith(layout.PRETRAINED_ROOT + "/"))):
-    if _lost:
-        print(f"error: {_lost}", file=sys.stderr)
-        sys.exit(1)
+if workflow.is_main_process:
+    _snapshots_and_trims = sorted({name for dataset, run in PLAN.trained_runs()
+                                for name in PLAN.checkpoints(dataset, run).values()
+                                if name not in config.get("pretraining", {})})
+    for _lost in (*(lost_checkpoint_line(os.path.dirname(summary))
+                    for summary in PLAN.trained_summaries()),
+                  *(lost_weights_line(checkpoint_dir(name)) for name in _snapshots_and_trims
+                    if checkpoint_dir(name).startswith(f"{layout.PRETRAINED_ROOT}/"))):
+        if _lost:
+            print(f"error: {_lost}", file=sys.stderr)
+            sys.exit(1)
 
 # logging.wandb_project reaches the train and pretrain jobs through their environment, not
 # their commands: bookkeeping, naming a project reruns no job (nmtbench.training.curves)

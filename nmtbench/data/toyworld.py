@@ -23,6 +23,7 @@ determiners, adjectives, relative clauses, prepositional phrases or adverbs).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -366,6 +367,16 @@ def _options(q: float) -> tuple[int, int]:
     return int(q < 1), int(q > 0)
 
 
+def _noun_phrase_heads(cfg: WorldConfig) -> list[int]:
+    """A noun phrase's heads (determiner, adjectives, noun) by length; no determiner for an
+    indefinite plural (1 of the 4 number x definiteness choices)."""
+    n_adj, head = cfg.adjectives, [0] * 5
+    for det, ways in ((0, 1), (1, 3)):
+        for adjectives, choices in ((0, 1), (1, n_adj), (2, n_adj * (n_adj - 1))):
+            head[det + adjectives + 1] += ways * choices * cfg.nouns
+    return head
+
+
 def distinct_sentences(cfg: WorldConfig, cap: int, max_length: int = 400) -> int:
     """At most how many distinct sentences the world can draw, counted up to `cap`: its meaning
     trees whose target falls in the length range (distinct sentences render distinct trees).
@@ -378,29 +389,18 @@ def distinct_sentences(cfg: WorldConfig, cap: int, max_length: int = 400) -> int
     if top < 1:
         return 0
     deep = cfg.depth_decay  # each p at depth >= 1: p * decay**depth is 0, in (0, 1) or 1 alike
-    n_adj = cfg.adjectives
-    # a noun phrase's head: (determiner, adjectives, noun) by length; no determiner for an
-    # indefinite plural (1 of the 4 number x definiteness choices)
-    head = [0] * 5
-    for det, ways in ((0, 1), (1, 3)):
-        for adjectives, choices in ((0, 1), (1, n_adj), (2, n_adj * (n_adj - 1))):
-            head[det + adjectives + 1] += ways * choices * cfg.nouns
+    head = _noun_phrase_heads(cfg)
     rel_no, rel_yes = _options(cfg.p_relative * deep)
     pp_no, pp_yes = _options(cfg.p_pp * deep)
     osv = sum(_options(cfg.p_osv))
     adv_no, adv_yes = _options(cfg.p_adverb)
     verbs = {kind: 2 * n for kind, n in (("i", cfg.intransitive_verbs),
                                          ("t", cfg.transitive_verbs), ("c", cfg.clausal_verbs))}
-    relations = len(RELATIONS)
-    size = top + 1
-
-    def clip(value: int) -> int:
-        return min(value, cap)
-
+    size, relations = top + 1, len(RELATIONS)
+    clip = functools.partial(min, cap)
     # deep (depth >= 1) arrays by target length: noun phrase, relative clause, clause
     np_, rel, kinds, subj_kinds, with_adv, clause = ([0] * size for _ in range(6))
     cl_ok = cfg.p_complement * deep > 0
-    ppc_no, ppc_yes = _options(cfg.p_pp * deep)
 
     def step(length: int, kinds: list[int], subj_kinds: list[int], with_adv: list[int],
              clause: list[int], cl: bool, p_no: int, p_yes: int) -> None:
@@ -429,7 +429,7 @@ def distinct_sentences(cfg: WorldConfig, cap: int, max_length: int = 400) -> int
         # relative clause: its verb, and an object if transitive (no subject, adverb, pp)
         rel[length] = clip((verbs["i"] if length == 1 else 0)
                            + (verbs["t"] * np_[length - 1] if length >= 2 else 0))
-        step(length, kinds, subj_kinds, with_adv, clause, cl_ok, ppc_no, ppc_yes)
+        step(length, kinds, subj_kinds, with_adv, clause, cl_ok, pp_no, pp_yes)
     # the sentence's own clause, at depth 0 (decay**0: the settings' own probabilities)
     top_arrays = [[0] * size for _ in range(4)]
     top_no, top_yes = _options(cfg.p_pp)
