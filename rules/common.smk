@@ -55,12 +55,32 @@ else:
 
 
 onstart:
-    hold_workflow_lock()
+    hold_workflow_lock()  # held already (lock_before_executing); kept should that fail
     check_hub_at_start()  # a few requests; building every run's model takes longer
     check_builds_at_start()
 
 
 WORKFLOW_LOCK = []  # the open lock file, held while this invocation runs jobs here
+
+
+def lock_before_executing():
+    """The invocation takes the workflow's lock before it executes the DAG (not in a dry
+    run), wrapping Snakemake's `Workflow.execute`: `onstart` alone would leave it to the
+    hooks, which `--no-hooks` turns off, and a second workflow so started would rerun the
+    first's running jobs and delete their outputs. Cluster jobs (not the main process)
+    take none: their invocation holds it."""
+    execute = getattr(workflow, "execute", None)
+    if not workflow.is_main_process or execute is None:
+        return
+
+    def execute_locked(*args, **kwargs):
+        plugin = kwargs.get("executor_plugin", args[0] if args else None)
+        settings = getattr(plugin, "common_settings", None)
+        if not getattr(settings, "dryrun_exec", False):
+            hold_workflow_lock()
+        return execute(*args, **kwargs)
+
+    workflow.execute = execute_locked
 
 
 def hold_workflow_lock():
@@ -70,13 +90,16 @@ def hold_workflow_lock():
     Snakemake's own lock survives a kill and blocks every later run (profiles/default)."""
     import fcntl
 
+    if WORKFLOW_LOCK:
+        return  # this invocation holds it
     os.makedirs(".snakemake", exist_ok=True)
     lock = open(".snakemake/nmtbench-workflow.lock", "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.seek(0)
-        print(f"error: another workflow (process {lock.read().strip() or '?'}) is running jobs "
+        holder = lock.readline().strip() or "?"
+        print(f"error: another workflow (process {holder}) is running jobs "
               f"in {os.getcwd()}; wait for it to end, or stop it", file=sys.stderr)
         sys.exit(1)
     lock.seek(0)
@@ -84,6 +107,9 @@ def hold_workflow_lock():
     lock.write(f"{os.getpid()}\n")
     lock.flush()
     WORKFLOW_LOCK.append(lock)
+
+
+lock_before_executing()
 
 
 def check_builds_at_start():

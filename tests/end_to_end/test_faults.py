@@ -564,8 +564,9 @@ def test_a_byte_order_mark_does_not_change_a_trained_vocabulary(toy_dir, tmp_pat
 
 def test_a_second_workflow_in_the_same_directory_stops_before_any_job(tmp_path):
     """Snakemake's own lock is off (it survives a kill -9); the workflow's OS lock keeps a
-    second invocation from rerunning the first's jobs and deleting their outputs. A dry run
-    takes no lock, and the lock goes with its process."""
+    second invocation from rerunning the first's jobs and deleting their outputs, also one
+    started with --no-hooks (which skips `onstart`). A dry run takes no lock, and the lock
+    goes with its process."""
     from smoke import snakemake
 
     (tmp_path / ".snakemake").mkdir()
@@ -573,10 +574,12 @@ def test_a_second_workflow_in_the_same_directory_stops_before_any_job(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.write("4242\n")
         held.flush()
-        second = snakemake(tmp_path, "--cores", "1", "--until", "toyworld")
+        seconds = [snakemake(tmp_path, "--cores", "1", "--until", "toyworld", *hooks)
+                   for hooks in ([], ["--no-hooks"])]
         assert snakemake(tmp_path, "-n", "--cores", "1", "--until", "toyworld").returncode == 0
-    assert second.returncode == 1 and "Traceback" not in second.stderr
-    assert (f"error: another workflow (process 4242) is running jobs in {tmp_path}; wait for "
-            "it to end, or stop it") in second.stderr.splitlines()
+    for second in seconds:
+        assert second.returncode == 1 and "Traceback" not in second.stderr
+        assert (f"error: another workflow (process 4242) is running jobs in {tmp_path}; wait "
+                "for it to end, or stop it") in second.stderr.splitlines()
     assert not (tmp_path / "data").exists()
     assert snakemake(tmp_path, "--cores", "1", "--until", "toyworld").returncode == 0
