@@ -83,17 +83,19 @@ def _threads(n: int | None) -> None:
 
 
 TOY_SPLITS = ("train", "valid", "test", "test-official", "mono")  # what `generate` writes
+MANIFEST = Path(layout.PREPARED_MANIFEST).name  # and the world it was made with, beside them
 
 
 def cmd_toyworld(args: argparse.Namespace) -> None:
     from nmtbench.data.toyworld import WorldConfig, generate
-    from nmtbench.fileio import refuse_foreign
+    from nmtbench.fileio import refuse_foreign, write_json
     from nmtbench.workflow.config import check_world
 
     # a directory holding anything else (a run's, a checkpoint's) is not a toy world's
-    refuse_foreign(args.out, [f"{split}.{side}" for split in TOY_SPLITS
-                              for side in ("src", "tgt")], "toy world")
+    refuse_foreign(args.out, [*(f"{split}.{side}" for split in TOY_SPLITS
+                                for side in ("src", "tgt")), MANIFEST], "toy world")
     world = json_object(args.world, "--world") if args.world else {}
+    given = dict(world)
     names = ("train_pairs", "valid_pairs", "test_pairs", "mono_sentences")
     if missing := [k for k in names if k not in world]:
         raise InputError(f"--world: the split sizes {', '.join(missing)} are missing")
@@ -103,6 +105,8 @@ def cmd_toyworld(args: argparse.Namespace) -> None:
         counts = generate(args.out, WorldConfig.from_dict(world), **sizes)
     except InputError as err:  # a setting or size of the world, named by its key
         raise InputError(f"--world: {err}") from None
+    # last, and what it was given: the report compares it with the config's world now
+    write_json(Path(args.out) / MANIFEST, {"kind": "toyworld", "world": given})
     logging.info("toy world written to %s: %s", args.out, counts)
 
 

@@ -13,6 +13,8 @@ from string import Formatter
 # --- data ------------------------------------------------------------------------------------
 PREPARED_DIR = "data/{dataset}/prepared"
 PREPARED = PREPARED_DIR + "/{file}"  # {split}.{side}, mono.{side}, manifest.json
+# what made a prepared dataset: a recipe's downloads and splits, or a toy world's settings
+PREPARED_MANIFEST = PREPARED.format(dataset="{dataset}", file="manifest.json")
 MONOLINGUAL = "data/{dataset}/monolingual/mono.tgt"  # a real dataset's, to back-translate
 MONOLINGUAL_MANIFEST = MONOLINGUAL + ".manifest.json"
 # a monolingual corpus's text in a side's language, that a checkpoint pre-trained here reads too

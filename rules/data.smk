@@ -15,6 +15,7 @@ for optional in OPTIONAL_SPLIT_SETS:
                       for side in ("src", "tgt")],
                 allow_missing=True,
             ),
+            manifest=layout.PREPARED_MANIFEST,
         params:
             out=lambda w: layout.PREPARED_DIR.format(dataset=w.dataset),
             world=lambda w: nmtconfig.as_json(dataset_spec(w).get("world", {})),
@@ -66,7 +67,7 @@ for optional in OPTIONAL_SPLIT_SETS:
                 file=[f"{split}.{side}" for split in SPLITS + optional for side in ("src", "tgt")],
                 allow_missing=True,
             ),
-            manifest=layout.fill(layout.PREPARED, file="manifest.json"),
+            manifest=layout.PREPARED_MANIFEST,
         params:
             spec=lambda w: nmtconfig.as_json(dataset_spec(w)),
             downloads=DOWNLOADS_DIR,

@@ -209,6 +209,34 @@ class Results:
         return self._digests[path]
 
 
+def check_prepared(plan: Plan, root: Path, datasets: list[str]) -> None:
+    """A toy world under `root`'s data/ (where the report reads the test sets) made with other
+    settings than the config gives it now (its manifest records those it was made with) is
+    refused with one line: the scores are checked against those test sets, which the
+    workflow makes again from the config before its own report, and has not yet. A world
+    without a manifest (not there: results copied without the data; or made before toy worlds
+    wrote one, which the workflow makes again) cannot be compared."""
+    for dataset in datasets:
+        spec = plan.config["datasets"][dataset]
+        path = root / layout.PREPARED_MANIFEST.format(dataset=dataset)
+        if spec["kind"] != "toyworld" or (record := read_result(path, ("world",))) is None:
+            continue
+        made, wanted = record["world"], json.loads(as_json(spec.get("world", {})))
+        if made == wanted:
+            continue
+        made = made if isinstance(made, dict) else {}
+        changes = ", ".join(f"{key} {_shown(made, key)} there, {_shown(wanted, key)} in the "
+                            "config" for key in sorted(made.keys() | wanted.keys())
+                            if made.get(key) != wanted.get(key))
+        raise InputError(f"{path.parent}: the toy world there was made with other settings than "
+                         f"config key 'datasets.{dataset}.world' gives it now ({changes}); run "
+                         f"the workflow, which makes it again, or delete {path.parent}")
+
+
+def _shown(world: dict[str, Any], key: str) -> str:
+    return json.dumps(world[key]) if key in world else "unset"
+
+
 def scoring(config: dict[str, Any], dataset: str) -> dict[str, Any]:
     """How the config scores a dataset: case, compound splitting, the language of the
     detokenizer before sacreBLEU (rules/evaluate.smk passes them)."""

@@ -45,7 +45,7 @@ from nmtbench.fileio import write_json, write_text
 from nmtbench.records import COUNT, NON_NEGATIVE, POSITIVE, SHARE, Bounds, read_result
 from nmtbench.report import figures, table_curves
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
-from nmtbench.report.results import BETTER, WORSE, Results
+from nmtbench.report.results import BETTER, WORSE, Results, check_prepared
 from nmtbench.report.scoring import SIGNATURES, scoring_notes, signatures
 from nmtbench.workflow import recorded_settings, run_inputs
 from nmtbench.workflow.metric_registry import METRICS
@@ -85,6 +85,7 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
                              "tables.md; give tables.md another name")
     results = Results(plan, Path(results_dir).resolve(), Path(pretrained_dir))
     _check_results_dir(plan, results)
+    check_prepared(plan, results.results_dir.parent, _toy_worlds(plan))
     verdicts = check_claims(plan, results)
     settings = _settings(plan, root, configs)
     claims_link = _link(claims_out.name, claims_out, out.parent)

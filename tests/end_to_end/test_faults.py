@@ -24,9 +24,12 @@ from fabricated_runs import (
     CURVE,
     DATASET,
     SUMMARY,
+    TABLE,
     fabricate,
     make_config,
     make_plan,
+    markdown_table,
+    section,
     write_papers,
 )
 from safetensors.torch import save_file
@@ -40,6 +43,7 @@ from nmtbench.parts import checkpoints
 from nmtbench.provenance import file_digest, path_digest
 from nmtbench.report import figures
 from nmtbench.report.results import Results
+from nmtbench.report.tables import write_report
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
 
@@ -374,6 +378,48 @@ def test_the_report_leaves_out_scores_of_other_hypotheses_or_tokenizers(tmp_path
     assert bleu() is None
     shutil.rmtree(tokenizer)  # a copied results directory without the data
     assert bleu() == 28.0
+
+
+def test_the_report_refuses_a_toy_world_the_config_changed_and_leaves_out_one_made_again(
+        tmp_path):
+    """Issue 61's example: the config's toy world asks for another test set size. Before the
+    workflow makes the world again, `report` by hand stops with one line (the world in data/
+    records the settings it was made with); once it is made again, the scores of the old test
+    set are left out and listed: no cell shows them."""
+    plan = make_plan(make_config([1], toy=True), write_papers(tmp_path / "papers"))
+    results_dir, prepared = tmp_path / "results", tmp_path / "data" / "toy" / "prepared"
+    fabricate(plan, results_dir)
+    world = plan.config["datasets"]["toy"]["world"]
+
+    def make_world(world: dict) -> None:
+        assert cli.main(["toyworld", "--out", str(prepared), "--world", json.dumps(world)]) == 0
+
+    def big(plan) -> str:
+        write_report(plan, results_dir, tmp_path / "report" / "tables.md", tmp_path)
+        text = (tmp_path / "report" / "tables.md").read_text()
+        rows = {row[""]: row for row in markdown_table(section(text, TABLE))}
+        return rows["Transformer big"]["BLEU"]
+
+    make_world(world)
+    for metrics in results_dir.rglob("metrics.test.*.json"):  # scored on the world made now
+        record = json.loads(metrics.read_text())
+        record["ref"] = file_digest(prepared / "test.tgt")
+        record["decode"]["src"] = file_digest(prepared / "test.src")
+        metrics.write_text(json.dumps(record))
+    assert big(plan).startswith("28.00")
+    smaller = {**world, "test_pairs": world["test_pairs"] - 2}
+    config = make_config([1], toy=True)
+    config["datasets"]["toy"]["world"] = smaller
+    changed = make_plan(config, tmp_path / "papers")
+    with pytest.raises(InputError, match=(
+            f"^{prepared}: the toy world there was made with other settings than config key "
+            rf"'datasets.toy.world' gives it now \(test_pairs {world['test_pairs']} there, "
+            rf"{smaller['test_pairs']} in the config\); run the workflow")):
+        big(changed)
+    make_world(smaller)
+    assert big(changed) == "missing"
+    assert "metrics.test." in (tmp_path / "report" / "tables.md").read_text().split(
+        "## Left out")[1]
 
 
 # --- divergence ---------------------------------------------------------------------------

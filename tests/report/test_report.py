@@ -263,6 +263,27 @@ def test_scores_of_another_test_set_are_left_out(tmp_path: Path, papers: Path) -
     assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
 
 
+def test_a_toy_world_made_with_other_settings_than_the_config_is_refused(
+        tmp_path: Path, papers: Path) -> None:
+    """`report` by hand after the config's toy world changed (test_pairs, say) but before the
+    workflow made it again: the scores on the world in data/ are not the config's. Its
+    manifest records the world it was made with; one without a manifest cannot tell."""
+    plan = setup(tmp_path, papers, [1], toy=True)
+    world = plan.config["datasets"]["toy"]["world"]
+    manifest = tmp_path / "data" / "toy" / "prepared" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    render(plan, tmp_path)  # no manifest (results copied without the data): not compared
+    manifest.write_text(json.dumps({"kind": "toyworld", "world": world}))
+    render(plan, tmp_path)
+    manifest.write_text(json.dumps({"kind": "toyworld", "world": {**world, "test_pairs": 30}}))
+    with pytest.raises(InputError) as err:
+        render(plan, tmp_path)
+    assert str(err.value) == (
+        f"{manifest.parent}: the toy world there was made with other settings than config key "
+        f"'datasets.toy.world' gives it now (test_pairs 30 there, {world['test_pairs']} in the "
+        f"config); run the workflow, which makes it again, or delete {manifest.parent}")
+
+
 def test_scores_of_a_decoding_by_other_settings_are_left_out(tmp_path: Path,
                                                             papers: Path) -> None:
     """Hypotheses decoded by hand into a run directory under a cell's file name, with another
