@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from nmtbench import layout, provenance
 from nmtbench.errors import InputError
 from nmtbench.records import POSITIVE, SHARE, checked_number, read_result
-from nmtbench.workflow.config import as_json
+from nmtbench.workflow.config import as_json, pretrain_settings
 from nmtbench.workflow.metric_registry import METRICS, Metric, verdict
 from nmtbench.workflow.plan import Cell, Plan, bootstrap_file
+from nmtbench.workflow.pretrain_settings import PretrainConfig
 
 BETTER, WORSE = "▲", "▼"
 
@@ -224,17 +226,38 @@ def check_prepared(plan: Plan, root: Path, datasets: list[str]) -> None:
         made, wanted = record["world"], json.loads(as_json(spec.get("world", {})))
         if made == wanted:
             continue
-        made = made if isinstance(made, dict) else {}
-        changes = ", ".join(f"{key} {_shown(made, key)} there, {_shown(wanted, key)} in the "
-                            "config" for key in sorted(made.keys() | wanted.keys())
-                            if made.get(key) != wanted.get(key))
         raise InputError(f"{path.parent}: the toy world there was made with other settings than "
-                         f"config key 'datasets.{dataset}.world' gives it now ({changes}); run "
-                         f"the workflow, which makes it again, or delete {path.parent}")
+                         f"config key 'datasets.{dataset}.world' gives it now "
+                         f"({_changes(made, wanted)}); run the workflow, which makes it again, "
+                         f"or delete {path.parent}")
 
 
-def _shown(world: dict[str, Any], key: str) -> str:
-    return json.dumps(world[key]) if key in world else "unset"
+def check_pretrained(plan: Plan, name: str, summary: dict[str, Any], path: Path) -> None:
+    """A checkpoint pre-trained in the DAG whose summary (`path`, where the report reads it and
+    compares the runs' checkpoints) records other settings than the config's `pretraining`
+    entry gives it now is refused with one line, as `check_prepared` refuses a toy world: its
+    runs are current on the checkpoint there, which the workflow pre-trains again before its
+    own report. A setting an older summary does not record is taken as its default."""
+    wanted = asdict(PretrainConfig.from_dict(json.loads(as_json(
+        pretrain_settings(plan.config["pretraining"][name])))))
+    made = summary["settings"]
+    if not isinstance(made, dict) or {**wanted, **made} != wanted:
+        raise InputError(f"{path.parent}: pre-trained with other settings than config key "
+                         f"'pretraining.{name}' gives it now ({_changes(made, wanted)}); run "
+                         f"the workflow, which pre-trains it again, or delete {path.parent}")
+
+
+def _changes(made: Any, wanted: dict[str, Any]) -> str:
+    """The settings a record and the config disagree on, as `key RECORDED there, WANTED in
+    the config`; a setting the record leaves out is the config's."""
+    made = {**wanted, **made} if isinstance(made, dict) else {}
+    return ", ".join(f"{key} {_shown(made, key)} there, {_shown(wanted, key)} in the config"
+                     for key in sorted(made.keys() | wanted.keys())
+                     if made.get(key) != wanted.get(key))
+
+
+def _shown(settings: dict[str, Any], key: str) -> str:
+    return json.dumps(settings[key]) if key in settings else "unset"
 
 
 def scoring(config: dict[str, Any], dataset: str) -> dict[str, Any]:

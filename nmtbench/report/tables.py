@@ -45,7 +45,7 @@ from nmtbench.fileio import write_json, write_text
 from nmtbench.records import COUNT, NON_NEGATIVE, POSITIVE, SHARE, Bounds, read_result
 from nmtbench.report import figures, table_curves
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
-from nmtbench.report.results import BETTER, WORSE, Results, check_prepared
+from nmtbench.report.results import BETTER, WORSE, Results, check_prepared, check_pretrained
 from nmtbench.report.scoring import SIGNATURES, scoring_notes, signatures
 from nmtbench.workflow import recorded_settings, run_inputs
 from nmtbench.workflow.metric_registry import METRICS
@@ -518,6 +518,8 @@ def _pretraining_rows(plan: Plan, pretrained_dir: Path) -> list[dict[str, str]]:
         if summary is not None and sum(summary["settings"].get(k, 0) for k in replaced) > 1:
             raise InputError(f"{path}: keys 'settings.{replaced[0]}' and "
                              f"'settings.{replaced[1]}' sum to more than 1")
+        if summary is not None:
+            check_pretrained(plan, name, summary, path)
         part = "mono" if generated(plan.config["datasets"], spec["dataset"]) else "train"
         row = {"Checkpoint": name, "Model": spec["model"],
                "Corpus": " + ".join([f"{spec['dataset']} {part}.{spec['side']}",

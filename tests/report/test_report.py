@@ -918,34 +918,67 @@ IMPOSSIBLE_PRETRAINING = {
     "updates in halves": ("updates", 10.5, "key 'updates' must be a whole number, got 10.5"),
     "a negative time": ("seconds", -1.0, "key 'seconds' must be at least 0, got -1.0"),
     "more tokens replaced than selected": (
-        "settings.random_replace_prob", 0.5, "keys 'settings.mask_replace_prob' and "
+        "settings.random_replace_prob", 0.6, "keys 'settings.mask_replace_prob' and "
         "'settings.random_replace_prob' sum to more than 1"),
 }
+
+
+def pretrain_summary(plan, name: str) -> dict:
+    """A summary of the pre-training of `name` with the settings the plan gives it."""
+    from dataclasses import asdict
+
+    from nmtbench.workflow.config import pretrain_settings
+    from nmtbench.workflow.pretrain_settings import PretrainConfig
+
+    settings = PretrainConfig.from_dict(pretrain_settings(plan.config["pretraining"][name]))
+    return {"settings": asdict(settings), "params": 1000, "updates": 10, "epochs": 1.0,
+            "seconds": 2.0, "heldout": {"accuracy": 0.5, "perplexity": 9.0}}
 
 
 @pytest.mark.parametrize("case", IMPOSSIBLE_PRETRAINING)
 def test_a_pretraining_number_no_job_could_write_is_refused(tmp_path: Path, case: str) -> None:
     """The pre-trained checkpoints' section reads their summaries within the values the
     pre-training writes."""
-    from dataclasses import asdict
-
     from smoke import smoke_plan
-
-    from nmtbench.workflow.pretrain_settings import PretrainConfig
 
     plan = smoke_plan()
     key, value, message = IMPOSSIBLE_PRETRAINING[case]
     name = plan.pretrained_targets()[0]
     path = tmp_path / name / "pretrain_summary.json"
     path.parent.mkdir()
-    summary = {"settings": asdict(PretrainConfig(model="bert")), "params": 1000, "updates": 10,
-               "epochs": 1.0, "seconds": 2.0, "heldout": {"accuracy": 0.5, "perplexity": 9.0}}
+    summary = pretrain_summary(plan, name)
     tables._pretraining_rows(plan, tmp_path / "elsewhere")  # none there: "missing", no error
     path.write_text(json.dumps(summary), encoding="utf-8")
     tables._pretraining_rows(plan, tmp_path)
     path.write_text(json.dumps(_with(summary, key, value)), encoding="utf-8")
     with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {message}')}$"):
         tables._pretraining_rows(plan, tmp_path)
+
+
+def test_a_checkpoint_pre_trained_with_other_settings_than_the_config_is_refused(
+        tmp_path: Path) -> None:
+    """`report` by hand after a BERT's pre-training settings changed in the config but before
+    the workflow pre-trained it again: its runs are current on the BERT there, which the
+    config no longer describes. A setting an older summary leaves out is its default."""
+    from smoke import smoke_plan
+
+    plan = smoke_plan()
+    name = plan.pretrained_targets()[0]
+    path = tmp_path / name / "pretrain_summary.json"
+    path.parent.mkdir()
+    summary = pretrain_summary(plan, name)
+    dropout = summary["settings"].pop("dropout")  # an older summary's
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    tables._pretraining_rows(plan, tmp_path)
+    summary["settings"] |= {"dropout": dropout, "max_updates": 4}
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    wanted = plan.config["pretraining"][name]["max_updates"]
+    with pytest.raises(InputError) as err:
+        tables._pretraining_rows(plan, tmp_path)
+    assert str(err.value) == (
+        f"{path.parent}: pre-trained with other settings than config key 'pretraining.{name}' "
+        f"gives it now (max_updates 4 there, {wanted} in the config); run the workflow, which "
+        f"pre-trains it again, or delete {path.parent}")
 
 
 def test_a_run_on_a_checkpoint_or_data_made_again_is_not_current(tmp_path, monkeypatch):
