@@ -760,7 +760,7 @@ FILE_OUTPUTS = ("soft-targets", "decode", "evaluate", "latency", "bootstrap",
 FOREIGN_FILES = ("*.pt", "*.sha256", "*.safetensors", "*.bin", "config.json",
                  "train_summary.json", "train_log.jsonl", "pretrain_summary.json",
                  "trim_summary.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                 "special_tokens_map.json", "manifest.json")
+                 "special_tokens_map.json", "manifest.json", layout.VOCABULARY_SUMMARY_NAME)
 # Directories that other commands make as a whole: a file added to a run's checkpoints or to a
 # checkpoint's directory (which holds one of HF_CHECKPOINT_FILES) would change what it holds,
 # a file replaced in a prepared dataset what the runs train and are scored on

@@ -22,6 +22,8 @@ EXTRA_CORPUS = "data/{dataset}/extra_corpora/{corpus}.{side}"
 EXTRA_CORPUS_MANIFEST = EXTRA_CORPUS + ".manifest.json"
 TOKENIZER_DIR = "data/{dataset}/tokenizer/{side}"
 TOKENIZER = TOKENIZER_DIR + "/tokenizer_config.json"  # marks a trained WordPiece
+# beside a trained WordPiece: what it was asked for (its vocabulary may come out smaller)
+VOCABULARY_SUMMARY_NAME = "vocabulary_summary.json"
 HF_CONFIG_NAME = "config.json"  # a Hugging Face checkpoint's: marks a complete one
 CHECKPOINT_CONFIG = "{directory}/" + HF_CONFIG_NAME
 PRETRAINED_ROOT = "data/pretrained"  # hub snapshots and the checkpoints pre-trained here

@@ -34,10 +34,11 @@ def file_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-# The records a command writes beside a checkpoint it made, about it (a pre-training's
-# wall-clock seconds among them): no model or tokenizer reads them, so a checkpoint made again
-# byte for byte keeps its digest
-RECORDS = frozenset({layout.PRETRAIN_SUMMARY_NAME, layout.TRIM_SUMMARY_NAME})
+# The records a command writes beside a checkpoint or vocabulary it made, about it (a
+# pre-training's wall-clock seconds among them): no model or tokenizer reads them, so a
+# checkpoint made again byte for byte keeps its digest
+RECORDS = frozenset({layout.PRETRAIN_SUMMARY_NAME, layout.TRIM_SUMMARY_NAME,
+                     layout.VOCABULARY_SUMMARY_NAME})
 # The curves a pre-training writes beside its checkpoint (event files stamped with the clock
 # and host, nmtbench.training.curves): left out always, as no digest made before held them
 CURVES = frozenset({layout.TENSORBOARD_NAME, layout.WANDB_NAME})

@@ -171,6 +171,9 @@ rule tokenizer:
         side=r"src|tgt|joint",  # joint: one vocabulary of both sides (`vocabulary: joint`)
     input:
         tokenizer_corpora,
+    # (and its vocabulary_summary.json, undeclared: rule all asks for the vocabulary's files,
+    # so a declared record missing in a directory made before it would train the vocabulary
+    # and all after it again; the command replaces the whole directory)
     output:
         layout.TOKENIZER_OUTPUTS,
     params:

@@ -23,12 +23,14 @@ character as a word. Byte-level BPE keeps spaces already.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmtbench.errors import InputError, one_line
 from nmtbench.fileio import atomic_directory, read_lines, refuse_foreign
+from nmtbench.layout import VOCABULARY_SUMMARY_NAME
 
 if TYPE_CHECKING:  # imported where used: planning the DAG does not load transformers
     from transformers import PreTrainedTokenizerBase
@@ -49,6 +51,8 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # what a saved BERT tokenizer's directory holds
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt",
                    "special_tokens_map.json")
+# and what `train_wordpiece` writes beside them: the settings it trained with, which the report
+# compares with the config's (a record: left out of the directory's digest)
 # The roles a vocabulary without them gains after its own ids, in this order
 ADDED_TOKENS = {"pad_token": "[PAD]", "mask_token": "[MASK]"}
 
@@ -60,7 +64,8 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
     from tokenizers.implementations import BertWordPieceTokenizer
     from transformers import BertTokenizer
 
-    refuse_foreign(out_dir, list(TOKENIZER_FILES), "vocabulary's directory")
+    refuse_foreign(out_dir, [*TOKENIZER_FILES, VOCABULARY_SUMMARY_NAME],
+                   "vocabulary's directory")
     trainer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False,
                                      clean_text=True, handle_chinese_chars=True)
     # The trainer numbers "##x" pieces in hash-map order, and ids break ties between equally
@@ -81,6 +86,9 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
     # whole or not at all: a vocabulary cut short (a full disk) is never taken for one
     with atomic_directory(out_dir, "tokenizer_config.json") as tmp:
         tokenizer.save_pretrained(str(tmp))
+        (tmp / VOCABULARY_SUMMARY_NAME).write_text(json.dumps(
+            {"vocab_size": vocab_size, "lowercase": lowercase, "min_frequency": min_frequency},
+            indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def load_tokenizer(name_or_dir: str | Path, target: bool = False) -> PreTrainedTokenizerBase:

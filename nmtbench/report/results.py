@@ -232,6 +232,27 @@ def check_prepared(plan: Plan, root: Path, datasets: list[str]) -> None:
                          f"or delete {path.parent}")
 
 
+def check_vocabularies(plan: Plan, root: Path) -> None:
+    """A vocabulary under `root`'s data/ that the report's runs read, trained for another size
+    than the config's `vocab_size` gives it now (its summary records the size it was asked
+    for), is refused with one line, as `check_prepared` refuses a toy world: its runs are
+    current on the vocabulary there, which the workflow trains again before its own report.
+    One without a summary (made before vocabularies wrote one) cannot be compared."""
+    read = {plan.vocabulary(dataset, run, side) + (dataset,)
+            for dataset, run in plan.trained_runs() for side in ("src", "tgt")}
+    for name, side, dataset in sorted(read, key=str):
+        directory = root / layout.TOKENIZER_DIR.format(dataset=dataset, side=side)
+        path = directory / layout.VOCABULARY_SUMMARY_NAME
+        if name is not None or (summary := read_result(path, ("vocab_size",))) is None:
+            continue  # a checkpoint's vocabulary: its pre-training's
+        wanted = plan.config["datasets"][dataset]["vocab_size"][side]
+        if summary["vocab_size"] != wanted:
+            raise InputError(f"{directory}: trained for {summary['vocab_size']} pieces, but "
+                             f"config key 'datasets.{dataset}.vocab_size.{side}' asks for "
+                             f"{wanted} now; run the workflow, which trains it again, or "
+                             f"delete {directory}")
+
+
 def check_pretrained(plan: Plan, name: str, summary: dict[str, Any], path: Path) -> None:
     """A checkpoint pre-trained in the DAG whose summary (`path`, where the report reads it and
     compares the runs' checkpoints) records other settings than the config's `pretraining`

@@ -45,7 +45,14 @@ from nmtbench.fileio import write_json, write_text
 from nmtbench.records import COUNT, NON_NEGATIVE, POSITIVE, SHARE, Bounds, read_result
 from nmtbench.report import figures, table_curves
 from nmtbench.report.claims import HOLDS, Verdict, check_claims
-from nmtbench.report.results import BETTER, WORSE, Results, check_prepared, check_pretrained
+from nmtbench.report.results import (
+    BETTER,
+    WORSE,
+    Results,
+    check_prepared,
+    check_pretrained,
+    check_vocabularies,
+)
 from nmtbench.report.scoring import SIGNATURES, scoring_notes, signatures
 from nmtbench.workflow import recorded_settings, run_inputs
 from nmtbench.workflow.metric_registry import METRICS
@@ -86,6 +93,7 @@ def write_report(plan: Plan, results_dir: Path, out: Path, root: Path,
     results = Results(plan, Path(results_dir).resolve(), Path(pretrained_dir))
     _check_results_dir(plan, results)
     check_prepared(plan, results.results_dir.parent, _toy_worlds(plan))
+    check_vocabularies(plan, results.results_dir.parent)
     verdicts = check_claims(plan, results)
     settings = _settings(plan, root, configs)
     claims_link = _link(claims_out.name, claims_out, out.parent)

@@ -47,6 +47,25 @@ def test_training_twice_gives_the_same_vocabulary(toy_dir, tmp_path):
     assert set(tok.all_special_tokens) == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
 
 
+def test_a_vocabulary_records_the_size_asked_for_outside_its_digest(toy_dir, tmp_path):
+    """Its summary (what the report compares with the config's vocab_size) is a record: a
+    vocabulary trained again for another size with the same pieces keeps its digest, and
+    training into the directory again replaces it."""
+    import json
+
+    from nmtbench.provenance import path_digest
+
+    train_wordpiece([toy_dir / "mono.src"], tmp_path / "v", 300)
+    summary = json.loads((tmp_path / "v" / "vocabulary_summary.json").read_text())
+    assert summary == {"vocab_size": 300, "lowercase": False, "min_frequency": 2}
+    before = path_digest(tmp_path / "v")
+    (tmp_path / "v" / "vocabulary_summary.json").write_text("{}")
+    assert path_digest(tmp_path / "v") == before
+    train_wordpiece([toy_dir / "mono.src"], tmp_path / "v", 301)
+    assert json.loads((tmp_path / "v" / "vocabulary_summary.json").read_text())[
+        "vocab_size"] == 301
+
+
 def test_an_empty_corpus_trains_no_vocabulary(tmp_path):
     """The trainer would save a vocabulary of the special tokens alone: refused instead."""
     empty = tmp_path / "train.src"

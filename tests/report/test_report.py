@@ -284,6 +284,28 @@ def test_a_toy_world_made_with_other_settings_than_the_config_is_refused(
         f"config); run the workflow, which makes it again, or delete {manifest.parent}")
 
 
+def test_a_vocabulary_trained_for_another_size_than_the_config_is_refused(
+        tmp_path: Path, papers: Path) -> None:
+    """`report` by hand after a dataset's vocab_size changed in the config but before the
+    workflow trained the vocabulary again: the runs are current on the vocabulary there. Its
+    summary records the size asked for; one without a summary cannot tell."""
+    plan = setup(tmp_path, papers, [1], toy=True)
+    tokenizer = tmp_path / "data" / "toy" / "tokenizer" / "tgt"
+    tokenizer.mkdir(parents=True)
+    render(plan, tmp_path)  # no summary: not compared
+    wanted = plan.config["datasets"]["toy"]["vocab_size"]["tgt"]
+    summary = tokenizer / "vocabulary_summary.json"
+    summary.write_text(json.dumps({"vocab_size": wanted, "lowercase": False}))
+    render(plan, tmp_path)
+    summary.write_text(json.dumps({"vocab_size": wanted + 1, "lowercase": False}))
+    with pytest.raises(InputError) as err:
+        render(plan, tmp_path)
+    assert str(err.value) == (
+        f"{tokenizer}: trained for {wanted + 1} pieces, but config key "
+        f"'datasets.toy.vocab_size.tgt' asks for {wanted} now; run the workflow, which trains "
+        f"it again, or delete {tokenizer}")
+
+
 def test_scores_of_a_decoding_by_other_settings_are_left_out(tmp_path: Path,
                                                             papers: Path) -> None:
     """Hypotheses decoded by hand into a run directory under a cell's file name, with another
