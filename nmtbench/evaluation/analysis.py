@@ -137,8 +137,10 @@ def paired_bootstrap(hyp: str | Path, baseline: str | Path, ref: str | Path, out
         "significance": verdict(1 - better, 1 - worse),
         "system": {k: float(v) for k, v in stats[0].items()},
         "baseline": {k: float(v) for k, v in stats[1].items()},
-        # which hypotheses were compared: the report checks them against the metrics' own
+        # which hypotheses were compared, against which reference: the report checks them
+        # against the metrics' own
         "hyps": [provenance.file_digest(hyp), provenance.file_digest(baseline)],
+        "ref": provenance.file_digest(ref),
     }
     write_json(out, result)
     return result

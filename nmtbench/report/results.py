@@ -80,9 +80,13 @@ class Results:
                       for c in (cell, baseline)]
             if (not all(s is not None and self.current(s, c, seed, split) for s, c in scored)
                     or data.get("hyps") != [s.get("hyp") for s, _ in scored]
+                    or data.get("score") != METRICS[metric].significance
+                    or data.get("ref", scored[0][0].get("ref")) != scored[0][0].get("ref")
                     or not analysed_as_configured(self.plan.config, data, cell.dataset)):
-                self.stale.add(path)  # it compared hypotheses the table does not show, or
-                return ""  # resampled or scored otherwise than the config asks now
+                self.stale.add(path)  # it compared hypotheses the table does not show, on
+                return ""  # another score or reference (a record made by hand under the
+                # file's name; one made before records named it: the metrics' own), or
+                # resampled or scored otherwise than the config asks now
             verdicts.append(data.get("significance"))
         if all(v == "better" for v in verdicts):
             return BETTER

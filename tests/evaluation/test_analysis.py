@@ -13,6 +13,7 @@ from nmtbench.data.preprocess import split_compounds
 from nmtbench.errors import InputError
 from nmtbench.evaluation.analysis import RougeF1, length_buckets, paired_bootstrap
 from nmtbench.evaluation.metrics import bleu, detokenize, rouge
+from nmtbench.provenance import file_digest
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
          "rho sigma tau upsilon").split()
@@ -50,6 +51,7 @@ def test_clearly_better_system(files, tmp_path: Path) -> None:
     assert (result["win_ratio"], result["loss_ratio"]) == (1.0, 0.0)
     assert (result["p_better"], result["p_worse"]) == (0.0, 1.0)
     assert result["samples"] == 200
+    assert result["ref"] == file_digest(files["ref"])  # the report compares the metrics'
     assert result["system"]["mean"] == pytest.approx(100.0)
     assert result["baseline"]["mean"] < 100.0
     assert json.loads(out.read_text(encoding="utf-8")) == result

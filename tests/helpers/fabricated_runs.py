@@ -273,9 +273,9 @@ def fabricate(plan: Plan, results: Path,
                            "speedup": base / own}
             write(path, record)
         elif kind == "bootstrap":  # bootstrap.SPLIT.TAG.SCORE.vs.BASELINE.BTAG.json
-            _, _, _, brun, btag, _ = rest.split(".")
+            _, score, _, brun, btag, _ = rest.split(".")
             significance = verdicts.get((experiment, seed), "better")
-            write(path, {"significance": significance, **P_VALUES[significance],
+            write(path, {"significance": significance, **P_VALUES[significance], "score": score,
                          "samples": 1000, "hyps": [_hyp(run, tag, seed, split),
                                                    _hyp(brun, btag, seed, split)], **scoring})
         elif kind == "buckets":  # and the decoding record of the hypotheses it bucketed

@@ -378,6 +378,22 @@ def test_no_mark_from_a_bootstrap_scored_otherwise(tmp_path: Path, papers: Path)
     assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
 
 
+@pytest.mark.parametrize("edit", [{"score": "sacrebleu"}, {"ref": "another reference"}],
+                         ids=["another score", "another reference"])
+def test_no_mark_from_a_bootstrap_of_another_score_or_reference(tmp_path: Path, papers: Path,
+                                                                edit: dict) -> None:
+    """A bootstrap record under a BLEU mark's file name that resampled another score (a
+    sacreBLEU record copied over it) or scored against another reference than the metrics'
+    (one made by hand with another --ref): the mark is left out and listed."""
+    plan = setup(tmp_path, papers, [1])
+    assert "▲" in without_runs(rows_of(render(plan, tmp_path))["Transformer big"])["BLEU"]
+    for path in (tmp_path / BIG1).glob("bootstrap.test.*.bleu.*.json"):
+        path.write_text(json.dumps(json.loads(path.read_text()) | edit))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "28.00 (paper 28.40, Δ -0.40)"
+    assert "bootstrap.test." in section(text, "Left out: made from an earlier training")
+
+
 def test_no_mark_from_a_bootstrap_of_other_resamples(tmp_path: Path, papers: Path) -> None:
     """analysis.bootstrap_samples changed since the marks were computed: they are left out
     until the workflow computes them again."""
