@@ -64,23 +64,33 @@ WORKFLOW_LOCK = []  # the open lock file, held while this invocation runs jobs h
 
 
 def lock_before_executing():
-    """The invocation takes the workflow's lock before it executes the DAG (not in a dry
-    run), wrapping Snakemake's `Workflow.execute`: `onstart` alone would leave it to the
-    hooks, which `--no-hooks` turns off, and a second workflow so started would rerun the
-    first's running jobs and delete their outputs. Cluster jobs (not the main process)
-    take none: their invocation holds it."""
-    execute = getattr(workflow, "execute", None)
-    if not workflow.is_main_process or execute is None:
+    """The invocation takes the workflow's lock before it executes the DAG or deletes its
+    outputs (`--delete-all-output`, `--delete-temp-output`), not in a dry run, wrapping
+    Snakemake's `Workflow.execute` and `Workflow.delete_output`: `onstart` alone would leave
+    it to the hooks, which `--no-hooks` turns off, and never runs for a deletion; a second
+    workflow so started would rerun the first's running jobs or delete their inputs and
+    outputs. Cluster jobs (not the main process) take none: their invocation holds it."""
+    if not workflow.is_main_process:
         return
 
-    def execute_locked(*args, **kwargs):
+    def dry_execution(*args, **kwargs):
         plugin = kwargs.get("executor_plugin", args[0] if args else None)
-        settings = getattr(plugin, "common_settings", None)
-        if not getattr(settings, "dryrun_exec", False):
-            hold_workflow_lock()
-        return execute(*args, **kwargs)
+        return getattr(getattr(plugin, "common_settings", None), "dryrun_exec", False)
 
-    workflow.execute = execute_locked
+    def dry_deletion(*args, **kwargs):
+        return kwargs.get("dryrun", args[1] if len(args) > 1 else False)
+
+    for name, dry in (("execute", dry_execution), ("delete_output", dry_deletion)):
+        method = getattr(workflow, name, None)
+        if method is None:
+            continue
+
+        def locked(*args, method=method, dry=dry, **kwargs):
+            if not dry(*args, **kwargs):
+                hold_workflow_lock()
+            return method(*args, **kwargs)
+
+        setattr(workflow, name, locked)
 
 
 def hold_workflow_lock():

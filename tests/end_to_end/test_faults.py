@@ -611,8 +611,8 @@ def test_a_byte_order_mark_does_not_change_a_trained_vocabulary(toy_dir, tmp_pat
 def test_a_second_workflow_in_the_same_directory_stops_before_any_job(tmp_path):
     """Snakemake's own lock is off (it survives a kill -9); the workflow's OS lock keeps a
     second invocation from rerunning the first's jobs and deleting their outputs, also one
-    started with --no-hooks (which skips `onstart`). A dry run takes no lock, and the lock
-    goes with its process."""
+    started with --no-hooks (which skips `onstart`), and one deleting the outputs itself
+    (--delete-all-output). A dry run takes no lock, and the lock goes with its process."""
     from smoke import snakemake
 
     (tmp_path / ".snakemake").mkdir()
@@ -620,9 +620,11 @@ def test_a_second_workflow_in_the_same_directory_stops_before_any_job(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.write("4242\n")
         held.flush()
-        seconds = [snakemake(tmp_path, "--cores", "1", "--until", "toyworld", *hooks)
-                   for hooks in ([], ["--no-hooks"])]
+        seconds = [snakemake(tmp_path, "--cores", "1", *how) for how in (
+            ["--until", "toyworld"], ["--until", "toyworld", "--no-hooks"],
+            ["--delete-all-output"])]
         assert snakemake(tmp_path, "-n", "--cores", "1", "--until", "toyworld").returncode == 0
+        assert snakemake(tmp_path, "-n", "--cores", "1", "--delete-all-output").returncode == 0
     for second in seconds:
         assert second.returncode == 1 and "Traceback" not in second.stderr
         assert (f"error: another workflow (process 4242) is running jobs in {tmp_path}; wait "
