@@ -102,8 +102,14 @@ def hold_workflow_lock():
 
     if WORKFLOW_LOCK:
         return  # this invocation holds it
-    os.makedirs(".snakemake", exist_ok=True)
-    lock = open(".snakemake/nmtbench-workflow.lock", "a+")
+    path = ".snakemake/nmtbench-workflow.lock"
+    try:
+        os.makedirs(".snakemake", exist_ok=True)
+        lock = open(path, "a+")
+    except OSError as err:  # a directory of that name, say: no lock, so no jobs
+        print(f"error: cannot open the workflow's lock {os.path.abspath(path)} "
+              f"({err.strerror}); delete it if it is not a file", file=sys.stderr)
+        sys.exit(1)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -630,4 +630,12 @@ def test_a_second_workflow_in_the_same_directory_stops_before_any_job(tmp_path):
         assert (f"error: another workflow (process 4242) is running jobs in {tmp_path}; wait "
                 "for it to end, or stop it") in second.stderr.splitlines()
     assert not (tmp_path / "data").exists()
+    lock = tmp_path / ".snakemake" / "nmtbench-workflow.lock"
+    lock.unlink()
+    lock.mkdir()  # a careless mkdir: no lock to take, one line
+    second = snakemake(tmp_path, "--cores", "1", "--until", "toyworld")
+    assert second.returncode == 1 and "Traceback" not in second.stderr
+    assert (f"error: cannot open the workflow's lock {lock} (Is a directory); delete it if it "
+            "is not a file") in second.stderr.splitlines()
+    lock.rmdir()
     assert snakemake(tmp_path, "--cores", "1", "--until", "toyworld").returncode == 0
