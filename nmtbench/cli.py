@@ -742,9 +742,17 @@ READS = {
     "report": ("pretrained",),
 }
 RUN_OPTIONS = ("run_dir", "baseline_run_dir")
-# The checkout's own files the workflow reads: no command writes over or into them
-WORKFLOW_SOURCES = [Path(__file__).resolve().parents[1] / name for name in (
-    "Snakefile", "config", "papers", "rules", "envs", "profiles", "scripts", "nmtbench")]
+# A checkout's own files the workflow reads (its git repository too: the report records the
+# commit): no command writes over or into them
+CHECKOUT_SOURCES = ("Snakefile", "config", "papers", "rules", "envs", "profiles", "scripts",
+                    "nmtbench", ".git")
+
+
+def checkout_sources(root: str | Path) -> list[Path]:
+    return [Path(root) / name for name in CHECKOUT_SOURCES]
+
+
+WORKFLOW_SOURCES = checkout_sources(Path(__file__).resolve().parents[1])
 
 
 # The commands whose outputs are files (the others write directories, each refusing one that
@@ -816,6 +824,8 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                    "--out (figures/ beside it)": out.parent / "figures"}
     inputs.extend(getattr(args, "configfile", None) or [])  # the configs it reads
     inputs.extend(WORKFLOW_SOURCES)  # what every job of the workflow reads
+    if root := getattr(args, "root", None):  # the checkout whose config/ and papers/ it reads
+        inputs.extend(checkout_sources(root))
     refuse_overlap(outputs, inputs)
     if args.command in FILE_OUTPUTS:
         _refuse_foreign_outputs(outputs)

@@ -148,6 +148,15 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["report", "--results", d, "--out", ROOT / "papers" / "tables.md",
                    "--config", "{}"],
         f"--out {ROOT}/papers/tables.md lies inside the input {ROOT}/papers"),
+    # the checkout whose config/ and papers/ the report reads (--root), and whose git commit
+    # it records
+    "report into the papers of its --root": (
+        lambda d: ["report", "--root", d, "--results", d, "--out", d / "papers" / "x.yaml",
+                   "--config", "{}"],
+        "--out {d}/papers/x.yaml lies inside the input {d}/papers"),
+    "report over the checkout's git HEAD": (
+        lambda d: ["report", "--results", d, "--out", ROOT / ".git" / "HEAD", "--config", "{}"],
+        f"--out {ROOT}/.git/HEAD lies inside the input {ROOT}/.git"),
     # what the report reads besides the runs: the test sets its scores name (data/ beside
     # results/); claims.md, tables.json and figures/ are written beside --out too
     "report over a test set": (
