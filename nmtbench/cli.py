@@ -779,7 +779,7 @@ def _refuse_foreign_outputs(outputs: dict[str, str | Path]) -> None:
     command makes as a whole, is refused with one line: written there, it would corrupt that
     input."""
     for option, out in outputs.items():
-        path = Path(out)
+        path = Path(out).parent.resolve() / Path(out).name  # where it lands, through links
         if path.exists() and (any(fnmatch(path.name, p) for p in FOREIGN_FILES)
                               or path.parent.name == PREPARED):
             raise InputError(f"{option} {out} is a file another command makes ({path.name}), "

@@ -44,6 +44,8 @@ def world(tmp_path: Path) -> Path:
     (tmp_path / "data" / "toy" / "prepared").mkdir(parents=True)
     (tmp_path / "data" / "toy" / "prepared" / "test.tgt").write_text("a b\n")
     (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "to-prepared").symlink_to(tmp_path / "data" / "toy" / "prepared")
+    (tmp_path / "to-checkpoints").symlink_to(tmp_path / "other" / "checkpoints")
     (tmp_path / "claims.md").write_text("datasets: {}\n")
     (tmp_path / "report.json").write_text("{}\n")
     for name in ("src", "hyp", "ref"):
@@ -185,6 +187,16 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["bootstrap", "--hyp", d / "hyp", "--baseline", d / "hyp", "--ref", d / "ref",
                    "--out", d / "pretrained" / "other" / "b.json"],
         "--out {d}/pretrained/other/b.json lies inside {d}/pretrained/other, a directory"),
+    # through a link to the directory: written where the link leads
+    "decode over a test set through a link": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "to-prepared" / "test.tgt"],
+        "--out {d}/to-prepared/test.tgt is a file another command makes (test.tgt)"),
+    "decode into another run's checkpoints through a link": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "to-checkpoints" / "hyp.txt"],
+        "--out {d}/to-checkpoints/hyp.txt lies inside {d}/other/checkpoints, a directory "
+        "another command makes as a whole"),
     "prepare into its downloads": (
         lambda d: ["prepare", "--dataset", "x", "--spec", "{}", "--downloads", d / "downloads",
                    "--out", d / "downloads" / "prepared"],
