@@ -794,7 +794,7 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
     """No command writes where it reads: an output that is, contains or lies inside one of
     its inputs is refused with one line before anything is read or written; so is a file
     output over or among files that other commands make (`_refuse_foreign_outputs`)."""
-    from nmtbench.fileio import refuse_overlap
+    from nmtbench.fileio import refuse_overlap, refuse_shared_outputs
     from nmtbench.records import run_inputs
 
     inputs: list[str | Path] = []
@@ -814,6 +814,7 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                                                                           ("out", "info"))
                if (path := getattr(args, key, None)) and not (
                    args.command == "report" and key == "results")}
+    refuse_shared_outputs(outputs)
     if args.command == "report":
         # the runs it reports and the test sets it compares their scores with (data/ beside
         # results/); tables.md, claims.md, tables.json and figures/ go to --out's directory

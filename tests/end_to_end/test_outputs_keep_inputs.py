@@ -187,6 +187,16 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["bootstrap", "--hyp", d / "hyp", "--baseline", d / "hyp", "--ref", d / "ref",
                    "--out", d / "pretrained" / "other" / "b.json"],
         "--out {d}/pretrained/other/b.json lies inside {d}/pretrained/other, a directory"),
+    # two outputs of one command: the later written would replace the earlier
+    "decode with its record over its hypotheses": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / "new.txt",
+                   "--info", d / "new.txt"],
+        "--out {d}/new.txt and --info {d}/new.txt are one path or one holds the other"),
+    "soft targets with their record inside them": (
+        lambda d: ["soft-targets", *run_args(d), "--train-src", d / "src", "--train-tgt",
+                   d / "ref", "--valid-src", d / "src", "--valid-tgt", d / "ref", "--out",
+                   d / "soft", "--info", d / "soft" / "info.json"],
+        "--out {d}/soft and --info {d}/soft/info.json are one path or one holds the other"),
     # through a link to the directory: written where the link leads
     "decode over a test set through a link": (
         lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
