@@ -773,21 +773,64 @@ HF_CHECKPOINT_FILES = ("model.safetensors", "tokenizer_config.json")
 PREPARED = Path(layout.PREPARED_DIR).name
 
 
+def _landing(out: str | Path) -> Path:
+    """Where an output lands: its directory through links, its own name as given (a link of
+    that name is replaced, not its target)."""
+    return Path(out).parent.resolve() / Path(out).name
+
+
 def _refuse_foreign_outputs(outputs: dict[str, str | Path]) -> None:
     """A file output over a file the workflow reads that this command does not make (another
-    run's checkpoint or record, a vocabulary, a prepared corpus), or into a directory another
-    command makes as a whole, is refused with one line: written there, it would corrupt that
-    input."""
+    run's checkpoint or record, a vocabulary, a prepared corpus) is refused with one line:
+    written there, it would corrupt that input."""
     for option, out in outputs.items():
-        path = Path(out).parent.resolve() / Path(out).name  # where it lands, through links
+        path = _landing(out)
         if path.exists() and (any(fnmatch(path.name, p) for p in FOREIGN_FILES)
                               or path.parent.name == PREPARED):
             raise InputError(f"{option} {out} is a file another command makes ({path.name}), "
                              "which the workflow reads; write to another path")
-        if path.parent.name in FOREIGN_DIRECTORIES or any(
-                (path.parent / name).is_file() for name in HF_CHECKPOINT_FILES):
-            raise InputError(f"{option} {out} lies inside {path.parent}, a directory another "
-                             "command makes as a whole; write to another path")
+
+
+# The names a file-writing command's outputs have in a run directory, in the workflow
+OWN_RUN_FILES = {command: [layout.run_file_pattern(t) for t in templates] for command, templates
+                 in {"decode": (layout.HYP, layout.DECODE_INFO, layout.DISTILLED_TARGETS,
+                                layout.DISTILLED_TARGETS_INFO, layout.BACKTRANSLATE,
+                                layout.BACKTRANSLATE_INFO),
+                     "evaluate": (layout.METRICS,),
+                     "soft-targets": (layout.SOFT_TARGETS, layout.SOFT_TARGETS_INFO),
+                     "latency": (layout.LATENCY, layout.LATENCY_VS),
+                     "bootstrap": (layout.BOOTSTRAP,), "buckets": (layout.BUCKETS,)}.items()}
+
+
+def _refuse_outputs_in_made_directories(command: str, outputs: dict[str, str | Path]) -> None:
+    """An output, file or directory, inside a directory another command makes as a whole is
+    refused with one line: inside a checkpoint's or a vocabulary's directory it would change
+    the digest of what every run on it read, inside a run's checkpoints/ what the run keeps,
+    and inside a prepared dataset or a run directory it would stop the command that makes it
+    again, which refuses a directory holding what it does not write. In a run directory, a
+    file of this command's own name there (OWN_RUN_FILES) is what the workflow writes; a file
+    of another's (length buckets over a run's metrics) would replace what the report reads."""
+    own = OWN_RUN_FILES.get(command, [])
+    for option, out in outputs.items():
+        path = _landing(out)
+        for parent in path.parents:
+            if _is_run_directory(parent):
+                if parent == path.parent and any(fnmatch(path.name, p) for p in own):
+                    continue
+                if command in FILE_OUTPUTS:
+                    names = f"writes only {', '.join(own)}" if own else "writes nothing"
+                    raise InputError(f"{option} {out} lies in the run directory {parent}, "
+                                     f"where {command} {names}; write to another path")
+                raise InputError(f"{option} {out} lies inside the run directory {parent}, "
+                                 "which holds only what training writes; write to another path")
+            if parent.name in (*FOREIGN_DIRECTORIES, PREPARED) or any(
+                    (parent / name).is_file() for name in HF_CHECKPOINT_FILES):
+                raise InputError(f"{option} {out} lies inside {parent}, a directory another "
+                                 "command makes as a whole; write to another path")
+
+
+def _is_run_directory(path: Path) -> bool:
+    return (path / layout.RUN_CONFIG_NAME).is_file() and (path / layout.CHECKPOINTS_NAME).is_dir()
 
 
 def _refuse_overlaps(args: argparse.Namespace) -> None:
@@ -830,20 +873,7 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
     refuse_overlap(outputs, inputs)
     if args.command in FILE_OUTPUTS:
         _refuse_foreign_outputs(outputs)
-    elif args.command != "train":
-        _refuse_outputs_in_runs(outputs)
-
-
-def _refuse_outputs_in_runs(outputs: dict[str, str | Path]) -> None:
-    """A directory output (an export, a trimmed or pre-trained checkpoint) inside a run
-    directory is refused with one line: the run's next training would refuse a directory
-    holding what no run writes, so the workflow could not train it again."""
-    for option, out in outputs.items():
-        for parent in Path(out).absolute().parents:
-            if ((parent / layout.RUN_CONFIG_NAME).is_file()
-                    and (parent / layout.CHECKPOINTS_NAME).is_dir()):
-                raise InputError(f"{option} {out} lies inside the run directory {parent}, "
-                                 "which holds only what training writes; write to another path")
+    _refuse_outputs_in_made_directories(args.command, outputs)
 
 
 def _system_error(err: OSError, args: argparse.Namespace) -> str:

@@ -187,6 +187,43 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["bootstrap", "--hyp", d / "hyp", "--baseline", d / "hyp", "--ref", d / "ref",
                    "--out", d / "pretrained" / "other" / "b.json"],
         "--out {d}/pretrained/other/b.json lies inside {d}/pretrained/other, a directory"),
+    # a file in a run directory under another command's name (its record the report reads)
+    # or a name no run holds (its next training would refuse the directory)
+    "buckets over a run's metrics": (
+        lambda d: ["buckets", "--hyp", d / "hyp", "--ref", d / "ref", "--cutoffs", "5",
+                   "--out", d / RUN / "metrics.test.t.json"],
+        "--out {d}/" + RUN + "/metrics.test.t.json lies in the run directory {d}/" + RUN
+        + ", where buckets writes only buckets.*.*.*.json"),
+    "decode into a run under a name no run holds": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / RUN / "notes.txt"],
+        "--out {d}/" + RUN + "/notes.txt lies in the run directory {d}/" + RUN + ", where "
+        "decode writes only hyp.*.*.txt, decode.*.*.json,"),
+    "download into a run's tensorboard/": (
+        lambda d: ["download", "--url", f"file://{d}/src", "--out",
+                   d / RUN / "tensorboard" / "x"],
+        "--out {d}/" + RUN + "/tensorboard/x lies in the run directory {d}/" + RUN + ", where "
+        "download writes nothing"),
+    # anywhere inside a checkpoint's or a vocabulary's directory (its digest covers every
+    # file in it), a prepared dataset (its command would refuse to make it again) or a run
+    "a vocabulary inside the BERT's directory": (
+        lambda d: ["tokenizer", "--corpus", d / "src", "--vocab-size", "50", "--out",
+                   d / "pretrained" / "other" / "tok"],
+        "--out {d}/pretrained/other/tok lies inside {d}/pretrained/other, a directory "
+        "another command makes as a whole"),
+    "decode deep inside a vocabulary's directory": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "pretrained" / "other" / "a" / "hyp.txt"],
+        "--out {d}/pretrained/other/a/hyp.txt lies inside {d}/pretrained/other, a directory"),
+    "trim into a prepared dataset": (
+        lambda d: ["trim", "--checkpoint", d / "pretrained" / "bert", "--corpus", d / "src",
+                   "--size", "10", "--out", d / "data" / "toy" / "prepared" / "trimmed"],
+        "--out {d}/data/toy/prepared/trimmed lies inside {d}/data/toy/prepared, a directory"),
+    "train inside another run": (
+        lambda d: ["train", "--run-dir", d / RUN / "inner", "--config", "{}", "--train-src",
+                   d / "src", "--train-tgt", d / "ref", "--valid-src", d / "src",
+                   "--valid-tgt", d / "ref", "--src-tokenizer", d / "tok", "--tgt-tokenizer",
+                   d / "tok"],
+        "--run-dir {d}/" + RUN + "/inner lies inside the run directory {d}/" + RUN),
     # two outputs of one command: the later written would replace the earlier
     "decode with its record over its hypotheses": (
         lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / "new.txt",
@@ -224,6 +261,15 @@ def test_an_output_over_an_input_is_refused_and_the_input_kept(world, case, caps
     assert err.rstrip().endswith(("the command would overwrite what it reads; write to "
                                   "another path", "; write to another path"))
     assert contents(world) == before
+
+
+def test_a_run_file_of_the_command_s_own_name_is_written(world):
+    """What the workflow's rules write into a run directory passes the guard above."""
+    for command, name in (("decode", "hyp.test.t.txt"), ("decode", "decode.test.t.json"),
+                          ("evaluate", "metrics.test.t.json"), ("latency", "latency.t.json"),
+                          ("buckets", "buckets.test.t.5-10.json"),
+                          ("soft-targets", "soft_targets.top8.safetensors")):
+        cli._refuse_outputs_in_made_directories(command, {"--out": world / RUN / name})
 
 
 def test_a_directory_output_replaces_only_an_earlier_output_of_its_command(tmp_path):
