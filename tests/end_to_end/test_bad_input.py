@@ -461,3 +461,30 @@ def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
     assert cli.BOOTSTRAP_SAMPLES(str(least)) == least
     with pytest.raises(argparse.ArgumentTypeError):
         cli.BOOTSTRAP_SAMPLES(str(least - 1))
+
+
+def test_ctrl_c_is_one_line(tmp_path) -> None:
+    """SIGINT while a command waits on its input (a FIFO whose writer sends nothing) ends it
+    with one line and status 130, not a KeyboardInterrupt traceback."""
+    import time
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    process = subprocess.Popen([sys.executable, "-m", "nmtbench", "score", "--hyp", str(fifo),
+                                "--ref", str(fifo)], cwd=ROOT, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + 120
+    while True:  # the FIFO opens for writing once the command has it open to read
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as err:
+            assert err.errno == errno.ENXIO and time.monotonic() < deadline
+            time.sleep(0.1)
+    try:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    result = subprocess.CompletedProcess([], process.returncode, "", stderr)
+    assert error_line(result, status=130) == "interrupted (Ctrl-C)"
