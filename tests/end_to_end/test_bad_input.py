@@ -57,6 +57,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "text").write_text("a b c\nd e\n")
     (tmp_path / "latin1").write_bytes(b"ok\ncaf\xe9 au lait\n")
     (tmp_path / "broken.yaml").write_text("seeds: [1\n")
+    (tmp_path / "emptydir").mkdir()
     return tmp_path
 
 
@@ -244,6 +245,16 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "run", "--out",
                    d / "bert", "--settings", '{"model": "bert", "heldout_sentences": 0}'],
         "--settings: key 'settings.heldout_sentences': 0 is less than the minimum of 1"),
+    # Hugging Face's own words would be about sentencepiece, or a JSON file
+    "pretrain, an empty directory as --tokenizer": (
+        lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "emptydir", "--out",
+                   d / "bert", "--settings", '{"model": "bert", "max_updates": 1}'],
+        "{d}/emptydir: no tokenizer there (none of tokenizer_config.json, tokenizer.json, "
+        "vocab.txt, vocab.json)"),
+    "pretrain, a file as --tokenizer": (
+        lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "text", "--out",
+                   d / "bert", "--settings", '{"model": "bert", "max_updates": 1}'],
+        "{d}/text: a file; a tokenizer is a directory (or a hub name)"),
     "export, a negative --average-last": (
         lambda d: ["export", "--run-dir", d / "run", "--out", d / "hf", "--average-last", "-3"],
         "python -m nmtbench export: argument --average-last: -3 is less than 0"),
