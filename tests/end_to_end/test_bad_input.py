@@ -182,6 +182,10 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         ('{"method": "transformer", "max_tokens": 10}',
          "--config: key 'run.max_tokens': max_tokens 10 is less than max_positions 256: a "
          "batch could not hold the longest pair the run keeps"),
+        ('{"method": "transformer", "encoder_layers": 1.0}',
+         "--config: key 'run.encoder_layers': 1.0 is not of type 'integer'"),
+        ('{"method": ["transformer"]}',
+         "--config: key 'method': ['transformer'] is not a method's name"),
         ('{"lr": 0.1}', "--config: key 'method' is missing"),
         ('{"method": "transformers"}', "--config: key 'method': unknown method 'transformers'"),
     )},
@@ -191,6 +195,8 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         expected) for world, expected in (
         ({"train_pairs": -1},
          "--world: key 'world.train_pairs': -1 is less than the minimum of 1"),
+        ({"train_pairs": 5.0},
+         "--world: key 'world.train_pairs': 5.0 is not of type 'integer'"),
         ({"mono_sentences": 0},
          "--world: key 'world.mono_sentences': 0 is less than the minimum of 1"),
         ({"p_pp": 5}, "--world: key 'world.p_pp': 5 is greater than the maximum of 1"),

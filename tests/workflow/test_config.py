@@ -51,6 +51,12 @@ def _experiment(c, **settings):
     # schema: types, required keys, unknown keys, enums and patterns
     (lambda c: _experiment(c, max_epochs="ten"),
      "config key 'experiments.transformer-tiny.max_epochs': 'ten' is not of type 'integer'"),
+    # a count written as a float: the standard's "integer" takes 2.0, range() does not
+    (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(encoder_layers=1.0),
+     "config key 'datasets.toy.overrides.transformer.encoder_layers': 1.0 is not of type "
+     "'integer'"),
+    (lambda c: c["datasets"]["toy"]["world"].update(train_pairs=300.0),
+     "config key 'datasets.toy.world.train_pairs': 300.0 is not of type 'integer'"),
     (lambda c: c.pop("seeds"), "config key 'seeds' is missing"),
     (lambda c: c.update(seeds=3), "config key 'seeds': 3 is not of type 'array'"),
     (lambda c: c.update(seeds=["x"]), "config key 'seeds.0': 'x' is not of type 'integer'"),
