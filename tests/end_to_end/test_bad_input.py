@@ -268,6 +268,26 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["bootstrap", "--hyp", d / "text", "--baseline", d / "text", "--ref",
                    d / "text", "--out", d / "b.json", "--samples", "1"],
         "python -m nmtbench bootstrap: argument --samples: 1 is less than 10"),
+    # counts a C int cannot hold (torch, tokenizers would overflow), an infinite length
+    "decode, more threads than a C int holds": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--threads", "99999999999999"],
+        "python -m nmtbench decode: argument --threads: 99999999999999 is more than "
+        "2147483647"),
+    "tokenizer, a vocabulary larger than a C int holds": (
+        lambda d: ["tokenizer", "--corpus", d / "text", "--out", d / "tok", "--vocab-size",
+                   "99999999999999999999999"],
+        "python -m nmtbench tokenizer: argument --vocab-size: 99999999999999999999999 is more "
+        "than 2147483647"),
+    "decode, max_len_a 1e308": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--max-len-a", "1e308"],
+        "python -m nmtbench decode: argument --max-len-a: 1e+308 is more than 1000"),
+    "bootstrap, resamples for ever": (
+        lambda d: ["bootstrap", "--hyp", d / "text", "--baseline", d / "text", "--ref",
+                   d / "text", "--out", d / "b.json", "--samples", "99999999999999999999"],
+        "python -m nmtbench bootstrap: argument --samples: 99999999999999999999 is more than "
+        "100000"),
     "bootstrap of empty files": (
         lambda d: ["bootstrap", "--hyp", d / "empty", "--baseline", d / "empty", "--ref",
                    d / "empty", "--out", d / "b.json"],
@@ -468,16 +488,19 @@ def test_a_gpu_the_host_lacks_is_one_line_naming_the_key(files, command, monkeyp
 
 
 def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
-    """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
+    """`bootstrap --samples` has the config's range (analysis.bootstrap_samples)."""
     import argparse
 
     from nmtbench.workflow.yaml_reader import load_yaml
 
     schema = load_yaml((ROOT / "config" / "schema.yaml").read_text())
-    least = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]["minimum"]
+    samples = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]
+    least, most = samples["minimum"], samples["maximum"]
     assert cli.BOOTSTRAP_SAMPLES(str(least)) == least
-    with pytest.raises(argparse.ArgumentTypeError):
-        cli.BOOTSTRAP_SAMPLES(str(least - 1))
+    assert cli.BOOTSTRAP_SAMPLES(str(most)) == most
+    for refused in (least - 1, most + 1):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.BOOTSTRAP_SAMPLES(str(refused))
 
 
 def test_ctrl_c_is_one_line(tmp_path) -> None:

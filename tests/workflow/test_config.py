@@ -57,6 +57,11 @@ def _experiment(c, **settings):
      "'integer'"),
     (lambda c: c["datasets"]["toy"]["world"].update(train_pairs=300.0),
      "config key 'datasets.toy.world.train_pairs': 300.0 is not of type 'integer'"),
+    (lambda c: c["analysis"].update(bootstrap_samples=10 ** 9),
+     "config key 'analysis.bootstrap_samples': 1000000000 is greater than the maximum of "
+     "100000"),
+    (lambda c: c.update(decode={"max_len_a": 1e308}),
+     "config key 'decode.max_len_a': 1e+308 is greater than the maximum of 1000"),
     (lambda c: c.pop("seeds"), "config key 'seeds' is missing"),
     (lambda c: c.update(seeds=3), "config key 'seeds': 3 is not of type 'array'"),
     (lambda c: c.update(seeds=["x"]), "config key 'seeds.0': 'x' is not of type 'integer'"),
