@@ -674,6 +674,19 @@ def test_a_bad_init_from_names_the_key(cfg, init_from, message):
     assert message in str(err.value)
 
 
+def test_a_missing_parent_down_a_chain_is_named_where_it_is_written(cfg):
+    """A NAT run learns from the dataset's sequence_distillation teacher, whose init_from
+    names no experiment: the line names the teacher's init_from, not the dataset's key the
+    chain starts at (only a cycle is named there)."""
+    cfg["tables"] = ["abnet2020.table1"]
+    cfg["datasets"]["toy"]["sequence_distillation"] = "transformer-tiny"
+    cfg["experiments"] = {"transformer-tiny": {"init_from": {"experiment": "no-such"}}}
+    with pytest.raises(InputError, match=re.escape(
+            "config key 'experiments.transformer-tiny.init_from.experiment': 'no-such' is not "
+            "an implemented experiment on dataset 'toy'")):
+        nmtconfig.check(cfg, SCHEMA)
+
+
 def _loading(mutate):
     def apply(c):
         c.setdefault("experiments", {})
