@@ -766,6 +766,7 @@ FOREIGN_FILES = ("*.pt", "*.sha256", "*.safetensors", "*.bin", "config.json",
 FOREIGN_DIRECTORIES = (layout.CHECKPOINTS_NAME,)
 HF_CHECKPOINT_FILES = ("model.safetensors", "tokenizer_config.json")
 PREPARED = Path(layout.PREPARED_DIR).name
+DATA = Path(layout.PREPARED_DIR).parts[0]
 
 
 def _landing(out: str | Path) -> Path:
@@ -818,10 +819,18 @@ def _refuse_outputs_in_made_directories(command: str, outputs: dict[str, str | P
                                      f"where {command} {names}; write to another path")
                 raise InputError(f"{option} {out} lies inside the run directory {parent}, "
                                  "which holds only what training writes; write to another path")
-            if parent.name in (*FOREIGN_DIRECTORIES, PREPARED) or any(
-                    (parent / name).is_file() for name in HF_CHECKPOINT_FILES):
+            if _made_as_a_whole(parent, parent == path.parent):
                 raise InputError(f"{option} {out} lies inside {parent}, a directory another "
                                  "command makes as a whole; write to another path")
+
+
+def _made_as_a_whole(directory: Path, holds_output: bool) -> bool:
+    """A checkpoint's or vocabulary's directory, a prepared dataset (data/NAME/prepared), or
+    the run's checkpoints/ the output would lie directly in: a directory higher up that is
+    merely named checkpoints or prepared (a scratch path) is not one."""
+    return ((holds_output and directory.name in FOREIGN_DIRECTORIES)
+            or (directory.name == PREPARED and directory.parent.parent.name == DATA)
+            or any((directory / name).is_file() for name in HF_CHECKPOINT_FILES))
 
 
 def _is_run_directory(path: Path) -> bool:

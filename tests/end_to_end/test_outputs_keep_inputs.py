@@ -272,6 +272,16 @@ def test_a_run_file_of_the_command_s_own_name_is_written(world):
         cli._refuse_outputs_in_made_directories(command, {"--out": world / RUN / name})
 
 
+def test_a_scratch_path_merely_named_like_the_workflow_s_directories_is_written(tmp_path):
+    """Only the directories themselves are guarded, not every path through a directory named
+    checkpoints or prepared (a cluster's scratch space)."""
+    for name in ("checkpoints", "prepared"):
+        (tmp_path / name / "work").mkdir(parents=True)
+        for command in ("decode", "export"):
+            cli._refuse_outputs_in_made_directories(command, {
+                "--out": tmp_path / name / "work" / "out"})
+
+
 def test_a_directory_output_replaces_only_an_earlier_output_of_its_command(tmp_path):
     """An unrelated directory is never deleted; an empty one or an earlier output is."""
     foreign = tmp_path / "mine"
