@@ -798,21 +798,41 @@ OWN_RUN_FILES = {command: [layout.run_file_pattern(t) for t in templates] for co
                      "bootstrap": (layout.BOOTSTRAP,), "buckets": (layout.BUCKETS,)}.items()}
 
 
-def _refuse_outputs_in_made_directories(command: str, outputs: dict[str, str | Path]) -> None:
+# The option naming the run a file command's outputs belong to (a run directory, or a file in
+# one): in a run directory it writes only that run's files
+OWNER = {"decode": "run_dir", "soft-targets": "run_dir", "latency": "run_dir",
+         "evaluate": "summary", "bootstrap": "hyp", "buckets": "hyp"}
+
+
+def _owner(args: argparse.Namespace) -> Path | None:
+    """The run directory a file command's outputs belong to (OWNER), resolved."""
+    if (value := getattr(args, OWNER.get(args.command, ""), None)) is None:
+        return None
+    path = Path(value).resolve()
+    return path if OWNER[args.command] == "run_dir" else path.parent
+
+
+def _refuse_outputs_in_made_directories(command: str, outputs: dict[str, str | Path],
+                                        owner: Path | None = None) -> None:
     """An output, file or directory, inside a directory another command makes as a whole is
     refused with one line: inside a checkpoint's or a vocabulary's directory it would change
     the digest of what every run on it read, inside a run's checkpoints/ what the run keeps,
     and inside a prepared dataset or a run directory it would stop the command that makes it
     again, which refuses a directory holding what it does not write. In a run directory, a
     file of this command's own name there (OWN_RUN_FILES) is what the workflow writes; a file
-    of another's (length buckets over a run's metrics) would replace what the report reads."""
+    of another's (length buckets over a run's metrics) would replace what the report reads,
+    and in another run's directory (`owner`: the run it belongs to) one run's hypotheses
+    would be scored as the other's."""
     own = OWN_RUN_FILES.get(command, [])
     for option, out in outputs.items():
         path = _landing(out)
         for parent in path.parents:
             if _is_run_directory(parent):
                 if parent == path.parent and any(fnmatch(path.name, p) for p in own):
-                    continue
+                    if owner is None or parent == owner:
+                        continue
+                    raise InputError(f"{option} {out} lies in the run directory {parent}, "
+                                     f"not in {owner}, the run it is of; write to another path")
                 if command in FILE_OUTPUTS:
                     names = f"writes only {', '.join(own)}" if own else "writes nothing"
                     raise InputError(f"{option} {out} lies in the run directory {parent}, "
@@ -877,7 +897,7 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
     refuse_overlap(outputs, inputs)
     if args.command in FILE_OUTPUTS:
         _refuse_foreign_outputs(outputs)
-    _refuse_outputs_in_made_directories(args.command, outputs)
+    _refuse_outputs_in_made_directories(args.command, outputs, _owner(args))
 
 
 def _system_error(err: OSError, args: argparse.Namespace) -> str:

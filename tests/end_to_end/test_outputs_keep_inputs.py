@@ -16,6 +16,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
 
 RUN = "runs/toy/r/seed1"
+RUN2 = "runs/toy/q/seed1"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,6 +37,8 @@ def world(tmp_path: Path) -> Path:
                   "pretrained": {"src_bert": str(bert)}}}))
     (run / "train_summary.json").write_text("{}")
     (run / "checkpoints" / "best.pt").write_bytes(b"checkpoint")
+    (tmp_path / RUN2 / "checkpoints").mkdir(parents=True)  # a second run
+    (tmp_path / RUN2 / "config.json").write_text("{}")
     (tmp_path / "downloads").mkdir()
     (tmp_path / "other" / "checkpoints").mkdir(parents=True)  # another run's
     (tmp_path / "other" / "best.pt").write_bytes(b"checkpoint")
@@ -224,6 +227,17 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
                    "--valid-tgt", d / "ref", "--src-tokenizer", d / "tok", "--tgt-tokenizer",
                    d / "tok"],
         "--run-dir {d}/" + RUN + "/inner lies inside the run directory {d}/" + RUN),
+    # a run's file of its own name, but in another run's directory: scored as the other's
+    "decode into another run's hypotheses": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / RUN2 / "hyp.test.t.txt"],
+        "--out {d}/" + RUN2 + "/hyp.test.t.txt lies in the run directory {d}/" + RUN2
+        + ", not in {d}/" + RUN + ", the run it is of"),
+    "buckets of one run's hypotheses into another's directory": (
+        lambda d: ["buckets", "--hyp", d / RUN / "hyp.test.t.txt", "--ref", d / "ref",
+                   "--cutoffs", "5", "--out", d / RUN2 / "buckets.test.t.5.json"],
+        "--out {d}/" + RUN2 + "/buckets.test.t.5.json lies in the run directory {d}/" + RUN2
+        + ", not in {d}/" + RUN + ", the run it is of"),
     # two outputs of one command: the later written would replace the earlier
     "decode with its record over its hypotheses": (
         lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / "new.txt",
