@@ -62,16 +62,11 @@ def json_object(text: str, option: str) -> dict[str, Any]:
 POSITIVE, NON_NEGATIVE = at_least(1), at_least(0)
 
 
-def seed(text: str) -> int:
-    """An argparse type: a seed numpy and torch take (config/schema.yaml's $defs.seed range)."""
-    value = NON_NEGATIVE(text)
-    if value > 2 ** 32 - 1:
-        raise argparse.ArgumentTypeError(f"{value} is more than 4294967295")
-    return value
-
-
-# Fewer resamples give no p-value below 0.05 to trust (config/schema.yaml has the same minimum)
-BOOTSTRAP_SAMPLES = at_least(10)
+# A seed numpy and torch take (config/schema.yaml's $defs.seed range)
+seed = at_least(0, 2 ** 32 - 1)
+# Fewer resamples give no p-value below 0.05 to trust, more would run for days on a real test
+# set (config/schema.yaml has the same range)
+BOOTSTRAP_SAMPLES = at_least(10, 100_000)
 
 
 def _threads(n: int | None) -> None:
@@ -746,9 +741,17 @@ READS = {
     "report": ("pretrained",),
 }
 RUN_OPTIONS = ("run_dir", "baseline_run_dir")
-# The checkout's own files the workflow reads: no command writes over or into them
-WORKFLOW_SOURCES = [Path(__file__).resolve().parents[1] / name for name in (
-    "Snakefile", "config", "papers", "rules", "envs", "profiles", "scripts", "nmtbench")]
+# A checkout's own files the workflow reads (its git repository too: the report records the
+# commit): no command writes over or into them
+CHECKOUT_SOURCES = ("Snakefile", "config", "papers", "rules", "envs", "profiles", "scripts",
+                    "nmtbench", ".git")
+
+
+def checkout_sources(root: str | Path) -> list[Path]:
+    return [Path(root) / name for name in CHECKOUT_SOURCES]
+
+
+WORKFLOW_SOURCES = checkout_sources(Path(__file__).resolve().parents[1])
 
 
 # The commands whose outputs are files (the others write directories, each refusing one that
@@ -767,30 +770,102 @@ FOREIGN_FILES = ("*.pt", "*.sha256", "*.safetensors", "*.bin", "config.json",
 FOREIGN_DIRECTORIES = (layout.CHECKPOINTS_NAME,)
 HF_CHECKPOINT_FILES = ("model.safetensors", "tokenizer_config.json")
 PREPARED = Path(layout.PREPARED_DIR).name
+DATA = Path(layout.PREPARED_DIR).parts[0]
+
+
+def _landing(out: str | Path) -> Path:
+    """Where an output lands: its directory through links, its own name as given (a link of
+    that name is replaced, not its target)."""
+    return Path(out).parent.resolve() / Path(out).name
 
 
 def _refuse_foreign_outputs(outputs: dict[str, str | Path]) -> None:
     """A file output over a file the workflow reads that this command does not make (another
-    run's checkpoint or record, a vocabulary, a prepared corpus), or into a directory another
-    command makes as a whole, is refused with one line: written there, it would corrupt that
-    input."""
+    run's checkpoint or record, a vocabulary, a prepared corpus) is refused with one line:
+    written there, it would corrupt that input."""
     for option, out in outputs.items():
-        path = Path(out)
+        path = _landing(out)
         if path.exists() and (any(fnmatch(path.name, p) for p in FOREIGN_FILES)
                               or path.parent.name == PREPARED):
             raise InputError(f"{option} {out} is a file another command makes ({path.name}), "
                              "which the workflow reads; write to another path")
-        if path.parent.name in FOREIGN_DIRECTORIES or any(
-                (path.parent / name).is_file() for name in HF_CHECKPOINT_FILES):
-            raise InputError(f"{option} {out} lies inside {path.parent}, a directory another "
-                             "command makes as a whole; write to another path")
+
+
+# The names a file-writing command's outputs have in a run directory, in the workflow
+OWN_RUN_FILES = {command: [layout.run_file_pattern(t) for t in templates] for command, templates
+                 in {"decode": (layout.HYP, layout.DECODE_INFO, layout.DISTILLED_TARGETS,
+                                layout.DISTILLED_TARGETS_INFO, layout.BACKTRANSLATE,
+                                layout.BACKTRANSLATE_INFO),
+                     "evaluate": (layout.METRICS,),
+                     "soft-targets": (layout.SOFT_TARGETS, layout.SOFT_TARGETS_INFO),
+                     "latency": (layout.LATENCY, layout.LATENCY_VS),
+                     "bootstrap": (layout.BOOTSTRAP,), "buckets": (layout.BUCKETS,)}.items()}
+
+
+# The option naming the run a file command's outputs belong to (a run directory, or a file in
+# one): in a run directory it writes only that run's files
+OWNER = {"decode": "run_dir", "soft-targets": "run_dir", "latency": "run_dir",
+         "evaluate": "summary", "bootstrap": "hyp", "buckets": "hyp"}
+
+
+def _owner(args: argparse.Namespace) -> Path | None:
+    """The run directory a file command's outputs belong to (OWNER), resolved."""
+    if (value := getattr(args, OWNER.get(args.command, ""), None)) is None:
+        return None
+    path = Path(value).resolve()
+    return path if OWNER[args.command] == "run_dir" else path.parent
+
+
+def _refuse_outputs_in_made_directories(command: str, outputs: dict[str, str | Path],
+                                        owner: Path | None = None) -> None:
+    """An output, file or directory, inside a directory another command makes as a whole is
+    refused with one line: inside a checkpoint's or a vocabulary's directory it would change
+    the digest of what every run on it read, inside a run's checkpoints/ what the run keeps,
+    and inside a prepared dataset or a run directory it would stop the command that makes it
+    again, which refuses a directory holding what it does not write. In a run directory, a
+    file of this command's own name there (OWN_RUN_FILES) is what the workflow writes; a file
+    of another's (length buckets over a run's metrics) would replace what the report reads,
+    and in another run's directory (`owner`: the run it belongs to) one run's hypotheses
+    would be scored as the other's."""
+    own = OWN_RUN_FILES.get(command, [])
+    for option, out in outputs.items():
+        path = _landing(out)
+        for parent in path.parents:
+            if _is_run_directory(parent):
+                if parent == path.parent and any(fnmatch(path.name, p) for p in own):
+                    if owner is None or parent == owner:
+                        continue
+                    raise InputError(f"{option} {out} lies in the run directory {parent}, "
+                                     f"not in {owner}, the run it is of; write to another path")
+                if command in FILE_OUTPUTS:
+                    names = f"writes only {', '.join(own)}" if own else "writes nothing"
+                    raise InputError(f"{option} {out} lies in the run directory {parent}, "
+                                     f"where {command} {names}; write to another path")
+                raise InputError(f"{option} {out} lies inside the run directory {parent}, "
+                                 "which holds only what training writes; write to another path")
+            if _made_as_a_whole(parent, parent == path.parent):
+                raise InputError(f"{option} {out} lies inside {parent}, a directory another "
+                                 "command makes as a whole; write to another path")
+
+
+def _made_as_a_whole(directory: Path, holds_output: bool) -> bool:
+    """A checkpoint's or vocabulary's directory, a prepared dataset (data/NAME/prepared), or
+    the run's checkpoints/ the output would lie directly in: a directory higher up that is
+    merely named checkpoints or prepared (a scratch path) is not one."""
+    return ((holds_output and directory.name in FOREIGN_DIRECTORIES)
+            or (directory.name == PREPARED and directory.parent.parent.name == DATA)
+            or any((directory / name).is_file() for name in HF_CHECKPOINT_FILES))
+
+
+def _is_run_directory(path: Path) -> bool:
+    return (path / layout.RUN_CONFIG_NAME).is_file() and (path / layout.CHECKPOINTS_NAME).is_dir()
 
 
 def _refuse_overlaps(args: argparse.Namespace) -> None:
     """No command writes where it reads: an output that is, contains or lies inside one of
     its inputs is refused with one line before anything is read or written; so is a file
     output over or among files that other commands make (`_refuse_foreign_outputs`)."""
-    from nmtbench.fileio import refuse_overlap
+    from nmtbench.fileio import refuse_overlap, refuse_shared_outputs
     from nmtbench.records import run_inputs
 
     inputs: list[str | Path] = []
@@ -810,6 +885,7 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                                                                           ("out", "info"))
                if (path := getattr(args, key, None)) and not (
                    args.command == "report" and key == "results")}
+    refuse_shared_outputs(outputs)
     if args.command == "report":
         # the runs it reports and the test sets it compares their scores with (data/ beside
         # results/); tables.md, claims.md, tables.json and figures/ go to --out's directory
@@ -820,23 +896,12 @@ def _refuse_overlaps(args: argparse.Namespace) -> None:
                    "--out (figures/ beside it)": out.parent / "figures"}
     inputs.extend(getattr(args, "configfile", None) or [])  # the configs it reads
     inputs.extend(WORKFLOW_SOURCES)  # what every job of the workflow reads
+    if root := getattr(args, "root", None):  # the checkout whose config/ and papers/ it reads
+        inputs.extend(checkout_sources(root))
     refuse_overlap(outputs, inputs)
     if args.command in FILE_OUTPUTS:
         _refuse_foreign_outputs(outputs)
-    elif args.command != "train":
-        _refuse_outputs_in_runs(outputs)
-
-
-def _refuse_outputs_in_runs(outputs: dict[str, str | Path]) -> None:
-    """A directory output (an export, a trimmed or pre-trained checkpoint) inside a run
-    directory is refused with one line: the run's next training would refuse a directory
-    holding what no run writes, so the workflow could not train it again."""
-    for option, out in outputs.items():
-        for parent in Path(out).absolute().parents:
-            if ((parent / layout.RUN_CONFIG_NAME).is_file()
-                    and (parent / layout.CHECKPOINTS_NAME).is_dir()):
-                raise InputError(f"{option} {out} lies inside the run directory {parent}, "
-                                 "which holds only what training writes; write to another path")
+    _refuse_outputs_in_made_directories(args.command, outputs, _owner(args))
 
 
 def _system_error(err: OSError, args: argparse.Namespace) -> str:

@@ -154,6 +154,20 @@ def refuse_overlap(outputs: dict[str, str | os.PathLike],
                              "overwrite what it reads; write to another path")
 
 
+def refuse_shared_outputs(outputs: dict[str, str | os.PathLike]) -> None:
+    """One line if two of a command's outputs are one path, or one lies inside the other:
+    the later written would replace the earlier (`decode --out X --info X` would leave the
+    decoding's record and lose its hypotheses)."""
+    written = [(option, Path(out), Path(out).resolve()) for option, out in outputs.items()]
+    for i, (option, out, target) in enumerate(written):
+        for other, given, source in written[i + 1:]:
+            if target == source or target.is_relative_to(source) or source.is_relative_to(
+                    target):
+                raise InputError(f"{option} {out} and {other} {given} are one path or one "
+                                 "holds the other: one would replace the other; write to "
+                                 "another path")
+
+
 def refuse_foreign(directory: str | os.PathLike, patterns: list[str], what: str) -> None:
     """A directory a command writes into may hold only what that command writes there (glob
     `patterns`; names starting with "." are temporary files and locks): anything else is

@@ -99,6 +99,13 @@ def fill(template: str, **values: object) -> str:
     return template.format(**{name: f"{{{name}}}" for name in fields(template)} | values)
 
 
+def run_file_pattern(template: str) -> str:
+    """The glob pattern of a run file template's name in its run directory (a field
+    matches anything): HYP's is `hyp.*.*.txt`."""
+    return "".join(text + ("*" if name else "") for text, name, _, _
+                   in Formatter().parse(template[len(RUN) + 1:]))
+
+
 def run_entries() -> list[str]:
     """Glob patterns of what a run directory holds: the first name of every run file template
     here (a field matches anything). Anything else there is not a run's."""

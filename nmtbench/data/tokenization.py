@@ -97,6 +97,13 @@ def load_tokenizer(name_or_dir: str | Path, target: bool = False) -> PreTrainedT
     `target`: the side a model writes, read so that decoding restores its spacing."""
     from transformers import AutoTokenizer
 
+    path = Path(name_or_dir)
+    if path.is_file():
+        raise InputError(f"{path}: a file; a tokenizer is a directory (or a hub name)")
+    if path.is_dir() and not any((path / name).is_file() for name in (
+            "tokenizer_config.json", "tokenizer.json", "vocab.txt", "vocab.json")):
+        raise InputError(f"{path}: no tokenizer there (none of tokenizer_config.json, "
+                         "tokenizer.json, vocab.txt, vocab.json)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_dir))
     except (OSError, ValueError) as err:

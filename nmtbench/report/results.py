@@ -345,20 +345,20 @@ def _check_consistent(data: dict, metric: str, value: float, path: Path) -> None
     medians) or bounds by one (trained parameters by all of them) agrees with them: one
     edited by hand alone would read as a result no run gave."""
     if metric == "speedup":
-        medians = [checked_number(path, key, _at(data, key), POSITIVE)
+        medians = [checked_number(path, key, value_at(data, key), POSITIVE)
                    for key in ("baseline.latency_ms.median", "latency_ms.median")]
         if not math.isclose(value, medians[0] / medians[1], rel_tol=1e-9):
             raise InputError(f"{path}: key 'speedup' is {value:g}, but the baseline's and the "
                              f"run's median latencies make it {medians[0] / medians[1]:g}")
     if metric == "params_trained":
-        total = checked_number(path, "params.total", _at(data, "params.total"),
+        total = checked_number(path, "params.total", value_at(data, "params.total"),
                                METRICS["params_total"].bounds)
         if value > total:
             raise InputError(f"{path}: key 'params.trained' is {value:.0f}, more than "
                              f"'params.total' ({total:.0f})")
 
 
-def _at(record: Any, key: str) -> Any:
+def value_at(record: Any, key: str) -> Any:
     """The value at a dotted key of a record, None where it has none."""
     for part in key.split("."):
         record = record.get(part) if isinstance(record, dict) else None

@@ -52,6 +52,7 @@ from nmtbench.report.results import (
     check_prepared,
     check_pretrained,
     check_vocabularies,
+    value_at,
 )
 from nmtbench.report.scoring import SIGNATURES, scoring_notes, signatures
 from nmtbench.workflow import recorded_settings, run_inputs
@@ -616,13 +617,21 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _run_records(plan: Plan, results: Results) -> list[dict]:
-    """The metrics records among the requested files (devices, BLEU signatures)."""
+    """The metrics records behind the report's cells (devices, BLEU signatures): of the
+    requested files, those there and not left out, each with the signatures and training
+    record its job writes (else one line naming the file and key)."""
     metrics = layout.METRICS.format(**{name: "*" for name in layout.fields(layout.METRICS)})
     records = []
     for target in plan.targets():
-        if fnmatch(target, metrics):
-            data = read_result(results.path(target))
+        path = results.path(target)
+        if fnmatch(target, metrics) and path not in results.stale:
+            data = read_result(path)
             if data is not None:
+                for key, kind in (("bleu.signature", str), ("bleu.tokenized_signature", str),
+                                  ("train", dict)):
+                    if not isinstance(value_at(data, key), kind):
+                        raise InputError(f"{path}: key '{key}' is missing or not a "
+                                         f"{'string' if kind is str else 'mapping'}")
                 records.append(data)
     return records
 

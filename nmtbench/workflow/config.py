@@ -508,6 +508,8 @@ def check_run_settings(settings: dict[str, Any], where: str,
     if "method" not in settings:
         raise InputError(f"{where}: key 'method' is missing")
     method = settings["method"]
+    if not isinstance(method, str):
+        raise InputError(f"{where}: key 'method': {method!r} is not a method's name")
     if method not in implemented:
         raise InputError(f"{where}: key 'method': unknown method {method!r}; known: "
                          f"{', '.join(sorted(implemented))}")

@@ -106,28 +106,40 @@ class DecodeSettings:
                 for arg in (f"--{f.name.replace('_', '-')}", str(getattr(self, f.name)))]
 
 
-def at_least(least: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `least` (counts and sizes; the CLI's too)."""
+# No count or size is more than a C int holds (torch's thread count, the tokenizers' vocabulary
+# size would overflow, past a Python error, in their own words)
+MOST = 2 ** 31 - 1
+
+
+def at_least(least: int, most: int = MOST) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `least` and at most `most` (counts and
+    sizes; the CLI's too)."""
     def integer(text: str) -> int:
         value = int(text)
         if value < least:
             raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"{value} is more than {most}")
         return value
     return integer
 
 
-def finite(least: float | None = None) -> Callable[[str], float]:
+def finite(least: float | None = None, most: float | None = None) -> Callable[[str], float]:
     """An argparse type: a finite number (float() reads "nan" and "inf" too), of at least
-    `least` if given."""
+    `least` and at most `most` if given."""
     def number(text: str) -> float:
         value = float(text)
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if least is not None and value < least:
             raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"{value} is more than {most}")
         return value
     return number
 
+
+MAX_LEN_A = 1000  # config/schema.yaml's maximum: a * source length must stay a finite length
 
 # The command-line options of a decode or latency job: setting -> (type, choices, help); the
 # types refuse what config/schema.yaml's $defs.decode refuses.
@@ -135,7 +147,7 @@ OPTIONS: dict[str, tuple[Callable[[str], Any], tuple[str, ...] | None, str | Non
     "beam": (at_least(1), None, "beam search: beam width"),
     "lenpen": (finite(), None, None),
     "lenpen_form": (str, ("fairseq", "gnmt"), None),
-    "max_len_a": (finite(0), None, None),
+    "max_len_a": (finite(0, MAX_LEN_A), None, None),
     "max_len_b": (at_least(0), None, None),
     "length_beam": (at_least(1), None, "mask-predict: target-length candidates"),
     "iterations": (at_least(1), None, "mask-predict: at most this many"),

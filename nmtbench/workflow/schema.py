@@ -3,7 +3,8 @@ Schema validator of the config and paper files, with whole-string patterns.
 
 Python's `re.search` lets a pattern's closing `$` match before a final line break, so a
 standard validator passes "toy\\n" as a safe name (and a line break would reach paths and
-command lines). Here a pattern ending in `$` must match up to the very end of the string.
+command lines). Here a pattern ending in `$` must match up to the very end of the string,
+and an integer is one as written (2, not 2.0).
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ def _pattern(validator: Any, pattern: str, instance: Any,
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-Validator = jsonschema.validators.extend(Draft202012Validator, {"pattern": _pattern})
+def _integer(checker: Any, instance: Any) -> bool:
+    """A whole number as written: 2, not 2.0, which the standard takes for an integer and
+    which every count then reaching `range` or a tensor's shape would refuse as a float."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+Validator = jsonschema.validators.extend(
+    Draft202012Validator, {"pattern": _pattern},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer))
 
 
 SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"

@@ -57,6 +57,7 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "text").write_text("a b c\nd e\n")
     (tmp_path / "latin1").write_bytes(b"ok\ncaf\xe9 au lait\n")
     (tmp_path / "broken.yaml").write_text("seeds: [1\n")
+    (tmp_path / "emptydir").mkdir()
     return tmp_path
 
 
@@ -181,6 +182,10 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         ('{"method": "transformer", "max_tokens": 10}',
          "--config: key 'run.max_tokens': max_tokens 10 is less than max_positions 256: a "
          "batch could not hold the longest pair the run keeps"),
+        ('{"method": "transformer", "encoder_layers": 1.0}',
+         "--config: key 'run.encoder_layers': 1.0 is not of type 'integer'"),
+        ('{"method": ["transformer"]}',
+         "--config: key 'method': ['transformer'] is not a method's name"),
         ('{"lr": 0.1}', "--config: key 'method' is missing"),
         ('{"method": "transformers"}', "--config: key 'method': unknown method 'transformers'"),
     )},
@@ -190,6 +195,8 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         expected) for world, expected in (
         ({"train_pairs": -1},
          "--world: key 'world.train_pairs': -1 is less than the minimum of 1"),
+        ({"train_pairs": 5.0},
+         "--world: key 'world.train_pairs': 5.0 is not of type 'integer'"),
         ({"mono_sentences": 0},
          "--world: key 'world.mono_sentences': 0 is less than the minimum of 1"),
         ({"p_pp": 5}, "--world: key 'world.p_pp': 5 is greater than the maximum of 1"),
@@ -244,6 +251,16 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "run", "--out",
                    d / "bert", "--settings", '{"model": "bert", "heldout_sentences": 0}'],
         "--settings: key 'settings.heldout_sentences': 0 is less than the minimum of 1"),
+    # Hugging Face's own words would be about sentencepiece, or a JSON file
+    "pretrain, an empty directory as --tokenizer": (
+        lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "emptydir", "--out",
+                   d / "bert", "--settings", '{"model": "bert", "max_updates": 1}'],
+        "{d}/emptydir: no tokenizer there (none of tokenizer_config.json, tokenizer.json, "
+        "vocab.txt, vocab.json)"),
+    "pretrain, a file as --tokenizer": (
+        lambda d: ["pretrain", "--corpus", d / "text", "--tokenizer", d / "text", "--out",
+                   d / "bert", "--settings", '{"model": "bert", "max_updates": 1}'],
+        "{d}/text: a file; a tokenizer is a directory (or a hub name)"),
     "export, a negative --average-last": (
         lambda d: ["export", "--run-dir", d / "run", "--out", d / "hf", "--average-last", "-3"],
         "python -m nmtbench export: argument --average-last: -3 is less than 0"),
@@ -251,6 +268,26 @@ PROBES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["bootstrap", "--hyp", d / "text", "--baseline", d / "text", "--ref",
                    d / "text", "--out", d / "b.json", "--samples", "1"],
         "python -m nmtbench bootstrap: argument --samples: 1 is less than 10"),
+    # counts a C int cannot hold (torch, tokenizers would overflow), an infinite length
+    "decode, more threads than a C int holds": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--threads", "99999999999999"],
+        "python -m nmtbench decode: argument --threads: 99999999999999 is more than "
+        "2147483647"),
+    "tokenizer, a vocabulary larger than a C int holds": (
+        lambda d: ["tokenizer", "--corpus", d / "text", "--out", d / "tok", "--vocab-size",
+                   "99999999999999999999999"],
+        "python -m nmtbench tokenizer: argument --vocab-size: 99999999999999999999999 is more "
+        "than 2147483647"),
+    "decode, max_len_a 1e308": (
+        lambda d: ["decode", "--run-dir", d / "run", "--src", d / "text", "--out", d / "hyp",
+                   "--max-len-a", "1e308"],
+        "python -m nmtbench decode: argument --max-len-a: 1e+308 is more than 1000"),
+    "bootstrap, resamples for ever": (
+        lambda d: ["bootstrap", "--hyp", d / "text", "--baseline", d / "text", "--ref",
+                   d / "text", "--out", d / "b.json", "--samples", "99999999999999999999"],
+        "python -m nmtbench bootstrap: argument --samples: 99999999999999999999 is more than "
+        "100000"),
     "bootstrap of empty files": (
         lambda d: ["bootstrap", "--hyp", d / "empty", "--baseline", d / "empty", "--ref",
                    d / "empty", "--out", d / "b.json"],
@@ -451,13 +488,43 @@ def test_a_gpu_the_host_lacks_is_one_line_naming_the_key(files, command, monkeyp
 
 
 def test_the_cli_refuses_the_resamples_the_config_refuses() -> None:
-    """`bootstrap --samples` has the config's minimum (analysis.bootstrap_samples)."""
+    """`bootstrap --samples` has the config's range (analysis.bootstrap_samples)."""
     import argparse
 
     from nmtbench.workflow.yaml_reader import load_yaml
 
     schema = load_yaml((ROOT / "config" / "schema.yaml").read_text())
-    least = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]["minimum"]
+    samples = schema["properties"]["analysis"]["properties"]["bootstrap_samples"]
+    least, most = samples["minimum"], samples["maximum"]
     assert cli.BOOTSTRAP_SAMPLES(str(least)) == least
-    with pytest.raises(argparse.ArgumentTypeError):
-        cli.BOOTSTRAP_SAMPLES(str(least - 1))
+    assert cli.BOOTSTRAP_SAMPLES(str(most)) == most
+    for refused in (least - 1, most + 1):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.BOOTSTRAP_SAMPLES(str(refused))
+
+
+def test_ctrl_c_is_one_line(tmp_path) -> None:
+    """SIGINT while a command waits on its input (a FIFO whose writer sends nothing) ends it
+    with one line and status 130, not a KeyboardInterrupt traceback."""
+    import time
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    process = subprocess.Popen([sys.executable, "-m", "nmtbench", "score", "--hyp", str(fifo),
+                                "--ref", str(fifo)], cwd=ROOT, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + 120
+    while True:  # the FIFO opens for writing once the command has it open to read
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as err:
+            assert err.errno == errno.ENXIO and time.monotonic() < deadline
+            time.sleep(0.1)
+    try:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    result = subprocess.CompletedProcess([], process.returncode, "", stderr)
+    assert error_line(result, status=130) == "interrupted (Ctrl-C)"

@@ -16,6 +16,7 @@ from nmtbench.errors import InputError
 from nmtbench.fileio import atomic_directory
 
 RUN = "runs/toy/r/seed1"
+RUN2 = "runs/toy/q/seed1"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,6 +37,8 @@ def world(tmp_path: Path) -> Path:
                   "pretrained": {"src_bert": str(bert)}}}))
     (run / "train_summary.json").write_text("{}")
     (run / "checkpoints" / "best.pt").write_bytes(b"checkpoint")
+    (tmp_path / RUN2 / "checkpoints").mkdir(parents=True)  # a second run
+    (tmp_path / RUN2 / "config.json").write_text("{}")
     (tmp_path / "downloads").mkdir()
     (tmp_path / "other" / "checkpoints").mkdir(parents=True)  # another run's
     (tmp_path / "other" / "best.pt").write_bytes(b"checkpoint")
@@ -44,6 +47,8 @@ def world(tmp_path: Path) -> Path:
     (tmp_path / "data" / "toy" / "prepared").mkdir(parents=True)
     (tmp_path / "data" / "toy" / "prepared" / "test.tgt").write_text("a b\n")
     (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "to-prepared").symlink_to(tmp_path / "data" / "toy" / "prepared")
+    (tmp_path / "to-checkpoints").symlink_to(tmp_path / "other" / "checkpoints")
     (tmp_path / "claims.md").write_text("datasets: {}\n")
     (tmp_path / "report.json").write_text("{}\n")
     for name in ("src", "hyp", "ref"):
@@ -148,6 +153,15 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["report", "--results", d, "--out", ROOT / "papers" / "tables.md",
                    "--config", "{}"],
         f"--out {ROOT}/papers/tables.md lies inside the input {ROOT}/papers"),
+    # the checkout whose config/ and papers/ the report reads (--root), and whose git commit
+    # it records
+    "report into the papers of its --root": (
+        lambda d: ["report", "--root", d, "--results", d, "--out", d / "papers" / "x.yaml",
+                   "--config", "{}"],
+        "--out {d}/papers/x.yaml lies inside the input {d}/papers"),
+    "report over the checkout's git HEAD": (
+        lambda d: ["report", "--results", d, "--out", ROOT / ".git" / "HEAD", "--config", "{}"],
+        f"--out {ROOT}/.git/HEAD lies inside the input {ROOT}/.git"),
     # what the report reads besides the runs: the test sets its scores name (data/ beside
     # results/); claims.md, tables.json and figures/ are written beside --out too
     "report over a test set": (
@@ -176,6 +190,74 @@ CASES: dict[str, tuple[Callable[[Path], list], str]] = {
         lambda d: ["bootstrap", "--hyp", d / "hyp", "--baseline", d / "hyp", "--ref", d / "ref",
                    "--out", d / "pretrained" / "other" / "b.json"],
         "--out {d}/pretrained/other/b.json lies inside {d}/pretrained/other, a directory"),
+    # a file in a run directory under another command's name (its record the report reads)
+    # or a name no run holds (its next training would refuse the directory)
+    "buckets over a run's metrics": (
+        lambda d: ["buckets", "--hyp", d / "hyp", "--ref", d / "ref", "--cutoffs", "5",
+                   "--out", d / RUN / "metrics.test.t.json"],
+        "--out {d}/" + RUN + "/metrics.test.t.json lies in the run directory {d}/" + RUN
+        + ", where buckets writes only buckets.*.*.*.json"),
+    "decode into a run under a name no run holds": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / RUN / "notes.txt"],
+        "--out {d}/" + RUN + "/notes.txt lies in the run directory {d}/" + RUN + ", where "
+        "decode writes only hyp.*.*.txt, decode.*.*.json,"),
+    "download into a run's tensorboard/": (
+        lambda d: ["download", "--url", f"file://{d}/src", "--out",
+                   d / RUN / "tensorboard" / "x"],
+        "--out {d}/" + RUN + "/tensorboard/x lies in the run directory {d}/" + RUN + ", where "
+        "download writes nothing"),
+    # anywhere inside a checkpoint's or a vocabulary's directory (its digest covers every
+    # file in it), a prepared dataset (its command would refuse to make it again) or a run
+    "a vocabulary inside the BERT's directory": (
+        lambda d: ["tokenizer", "--corpus", d / "src", "--vocab-size", "50", "--out",
+                   d / "pretrained" / "other" / "tok"],
+        "--out {d}/pretrained/other/tok lies inside {d}/pretrained/other, a directory "
+        "another command makes as a whole"),
+    "decode deep inside a vocabulary's directory": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "pretrained" / "other" / "a" / "hyp.txt"],
+        "--out {d}/pretrained/other/a/hyp.txt lies inside {d}/pretrained/other, a directory"),
+    "trim into a prepared dataset": (
+        lambda d: ["trim", "--checkpoint", d / "pretrained" / "bert", "--corpus", d / "src",
+                   "--size", "10", "--out", d / "data" / "toy" / "prepared" / "trimmed"],
+        "--out {d}/data/toy/prepared/trimmed lies inside {d}/data/toy/prepared, a directory"),
+    "train inside another run": (
+        lambda d: ["train", "--run-dir", d / RUN / "inner", "--config", "{}", "--train-src",
+                   d / "src", "--train-tgt", d / "ref", "--valid-src", d / "src",
+                   "--valid-tgt", d / "ref", "--src-tokenizer", d / "tok", "--tgt-tokenizer",
+                   d / "tok"],
+        "--run-dir {d}/" + RUN + "/inner lies inside the run directory {d}/" + RUN),
+    # a run's file of its own name, but in another run's directory: scored as the other's
+    "decode into another run's hypotheses": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / RUN2 / "hyp.test.t.txt"],
+        "--out {d}/" + RUN2 + "/hyp.test.t.txt lies in the run directory {d}/" + RUN2
+        + ", not in {d}/" + RUN + ", the run it is of"),
+    "buckets of one run's hypotheses into another's directory": (
+        lambda d: ["buckets", "--hyp", d / RUN / "hyp.test.t.txt", "--ref", d / "ref",
+                   "--cutoffs", "5", "--out", d / RUN2 / "buckets.test.t.5.json"],
+        "--out {d}/" + RUN2 + "/buckets.test.t.5.json lies in the run directory {d}/" + RUN2
+        + ", not in {d}/" + RUN + ", the run it is of"),
+    # two outputs of one command: the later written would replace the earlier
+    "decode with its record over its hypotheses": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out", d / "new.txt",
+                   "--info", d / "new.txt"],
+        "--out {d}/new.txt and --info {d}/new.txt are one path or one holds the other"),
+    "soft targets with their record inside them": (
+        lambda d: ["soft-targets", *run_args(d), "--train-src", d / "src", "--train-tgt",
+                   d / "ref", "--valid-src", d / "src", "--valid-tgt", d / "ref", "--out",
+                   d / "soft", "--info", d / "soft" / "info.json"],
+        "--out {d}/soft and --info {d}/soft/info.json are one path or one holds the other"),
+    # through a link to the directory: written where the link leads
+    "decode over a test set through a link": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "to-prepared" / "test.tgt"],
+        "--out {d}/to-prepared/test.tgt is a file another command makes (test.tgt)"),
+    "decode into another run's checkpoints through a link": (
+        lambda d: ["decode", *run_args(d), "--src", d / "src", "--out",
+                   d / "to-checkpoints" / "hyp.txt"],
+        "--out {d}/to-checkpoints/hyp.txt lies inside {d}/other/checkpoints, a directory "
+        "another command makes as a whole"),
     "prepare into its downloads": (
         lambda d: ["prepare", "--dataset", "x", "--spec", "{}", "--downloads", d / "downloads",
                    "--out", d / "downloads" / "prepared"],
@@ -193,6 +275,25 @@ def test_an_output_over_an_input_is_refused_and_the_input_kept(world, case, caps
     assert err.rstrip().endswith(("the command would overwrite what it reads; write to "
                                   "another path", "; write to another path"))
     assert contents(world) == before
+
+
+def test_a_run_file_of_the_command_s_own_name_is_written(world):
+    """What the workflow's rules write into a run directory passes the guard above."""
+    for command, name in (("decode", "hyp.test.t.txt"), ("decode", "decode.test.t.json"),
+                          ("evaluate", "metrics.test.t.json"), ("latency", "latency.t.json"),
+                          ("buckets", "buckets.test.t.5-10.json"),
+                          ("soft-targets", "soft_targets.top8.safetensors")):
+        cli._refuse_outputs_in_made_directories(command, {"--out": world / RUN / name})
+
+
+def test_a_scratch_path_merely_named_like_the_workflow_s_directories_is_written(tmp_path):
+    """Only the directories themselves are guarded, not every path through a directory named
+    checkpoints or prepared (a cluster's scratch space)."""
+    for name in ("checkpoints", "prepared"):
+        (tmp_path / name / "work").mkdir(parents=True)
+        for command in ("decode", "export"):
+            cli._refuse_outputs_in_made_directories(command, {
+                "--out": tmp_path / name / "work" / "out"})
 
 
 def test_a_directory_output_replaces_only_an_earlier_output_of_its_command(tmp_path):

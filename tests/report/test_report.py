@@ -241,6 +241,25 @@ def test_scores_that_do_not_name_their_hypotheses_are_left_out(tmp_path: Path,
     assert "metrics.test." in section(text, "Left out: made from an earlier training")
 
 
+def test_a_record_of_another_kind_in_a_metrics_file_is_left_out(tmp_path: Path,
+                                                               papers: Path) -> None:
+    """Length buckets written by hand over a metrics file (`buckets --out metrics...`): no
+    training nor BLEU to read in it, so it is left out, not a traceback; a shown metrics file
+    without the BLEU signatures the provenance lists is one line naming it and the key."""
+    plan = setup(tmp_path, papers, [1])
+    path = tmp_path / BIG1 / f"metrics.test.{TAG_BIG}.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({"buckets": [], "hyp": record["hyp"]}))
+    text = render(plan, tmp_path)
+    assert without_runs(rows_of(text)["Transformer big"])["BLEU"] == "missing (paper 28.40)"
+    assert "metrics.test." in section(text, "Left out: made from an earlier training")
+    del record["bleu"]["signature"]
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError, match=f"^{re.escape(str(path))}: key 'bleu.signature' is "
+                                         "missing or not a string$"):
+        render(plan, tmp_path)
+
+
 def test_scores_of_another_test_set_are_left_out(tmp_path: Path, papers: Path) -> None:
     """The test set prepared again (other sentences, say) since the run was scored: its scores
     are not the table's; scores that name the test set they read stay."""

@@ -51,6 +51,17 @@ def _experiment(c, **settings):
     # schema: types, required keys, unknown keys, enums and patterns
     (lambda c: _experiment(c, max_epochs="ten"),
      "config key 'experiments.transformer-tiny.max_epochs': 'ten' is not of type 'integer'"),
+    # a count written as a float: the standard's "integer" takes 2.0, range() does not
+    (lambda c: c["datasets"]["toy"]["overrides"]["transformer"].update(encoder_layers=1.0),
+     "config key 'datasets.toy.overrides.transformer.encoder_layers': 1.0 is not of type "
+     "'integer'"),
+    (lambda c: c["datasets"]["toy"]["world"].update(train_pairs=300.0),
+     "config key 'datasets.toy.world.train_pairs': 300.0 is not of type 'integer'"),
+    (lambda c: c["analysis"].update(bootstrap_samples=10 ** 9),
+     "config key 'analysis.bootstrap_samples': 1000000000 is greater than the maximum of "
+     "100000"),
+    (lambda c: c.update(decode={"max_len_a": 1e308}),
+     "config key 'decode.max_len_a': 1e+308 is greater than the maximum of 1000"),
     (lambda c: c.pop("seeds"), "config key 'seeds' is missing"),
     (lambda c: c.update(seeds=3), "config key 'seeds': 3 is not of type 'array'"),
     (lambda c: c.update(seeds=["x"]), "config key 'seeds.0': 'x' is not of type 'integer'"),
@@ -661,6 +672,19 @@ def test_a_bad_init_from_names_the_key(cfg, init_from, message):
     with pytest.raises(InputError) as err:
         nmtconfig.check(cfg, SCHEMA)
     assert message in str(err.value)
+
+
+def test_a_missing_parent_down_a_chain_is_named_where_it_is_written(cfg):
+    """A NAT run learns from the dataset's sequence_distillation teacher, whose init_from
+    names no experiment: the line names the teacher's init_from, not the dataset's key the
+    chain starts at (only a cycle is named there)."""
+    cfg["tables"] = ["abnet2020.table1"]
+    cfg["datasets"]["toy"]["sequence_distillation"] = "transformer-tiny"
+    cfg["experiments"] = {"transformer-tiny": {"init_from": {"experiment": "no-such"}}}
+    with pytest.raises(InputError, match=re.escape(
+            "config key 'experiments.transformer-tiny.init_from.experiment': 'no-such' is not "
+            "an implemented experiment on dataset 'toy'")):
+        nmtconfig.check(cfg, SCHEMA)
 
 
 def _loading(mutate):

@@ -53,19 +53,21 @@ def check_config(plan: Plan, where: Callable[[str, str, str], str]) -> None:
     def visit(node: tuple[str, str], chain: list[tuple[str, str]], here: str | None) -> None:
         for kind in KINDS:
             for at, dataset, parent in kind.learned_from(plan, *node, where):
-                at = here or at  # named at the first run's key: the chain starts there
+                # a parent that cannot be is named where it is written; a cycle at the first
+                # run's key: the chain starts there
                 if parent not in plan.experiments or plan.status(parent, dataset) != "ok":
                     raise InputError(f"{at}: {parent!r} is not an implemented experiment on "
                                      f"dataset {dataset!r}")
                 if problem := kind.incompatible(
                         plan.implemented[plan.experiments[parent]["method"]]):
                     raise InputError(f"{at}: {parent!r} {problem}")
+                first = here or at
                 if (dataset, parent) in chain:
                     cycle = [*chain[chain.index((dataset, parent)):], (dataset, parent)]
                     names = [e if d == node[0] else f"{d}/{e}" for d, e in cycle]
-                    raise InputError(f"{at}: runs learning from each other form a cycle "
+                    raise InputError(f"{first}: runs learning from each other form a cycle "
                                      f"({' -> '.join(names)})")
-                visit((dataset, parent), [*chain, (dataset, parent)], at)
+                visit((dataset, parent), [*chain, (dataset, parent)], first)
 
     for dataset in plan.config["datasets"]:
         for experiment in plan.experiments:
