@@ -30,12 +30,24 @@ except InputError as err:
 # by the invocation that plans, not by each cluster job's own parse, which may run while
 # another job writes or prunes a run's checkpoints.
 from nmtbench.provenance import lost_checkpoint_line, lost_weights_line
+from nmtbench.workflow.train_settings import kept_by_run
+
+
+def kept_numbered(run_dir):
+    """The epoch and update checkpoints a finished run keeps, by its records (an average
+    reads them); none where a record cannot be read (the job that reads it names it)."""
+    try:
+        return [name for names in kept_by_run(run_dir).values() for name in names]
+    except InputError:
+        return []
+
 
 if workflow.is_main_process:
     _snapshots_and_trims = sorted({name for dataset, run in PLAN.trained_runs()
                                 for name in PLAN.checkpoints(dataset, run).values()
                                 if name not in config.get("pretraining", {})})
-    for _lost in (*(lost_checkpoint_line(os.path.dirname(summary))
+    for _lost in (*(lost_checkpoint_line(os.path.dirname(summary),
+                                         kept_numbered(os.path.dirname(summary)))
                     for summary in PLAN.trained_summaries()),
                   *(lost_weights_line(checkpoint_dir(name)) for name in _snapshots_and_trims
                     if checkpoint_dir(name).startswith(f"{layout.PRETRAINED_ROOT}/"))):

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
+from nmtbench import layout
+from nmtbench.errors import InputError
+from nmtbench.records import COUNT, read_result
 from nmtbench.workflow.schema import schema_dataclass
 
 
@@ -87,6 +91,37 @@ def resume_refusal(saved: dict[str, Any], state: dict[str, Any], cfg: dict[str, 
             return (f"this config's {key} {getattr(new, key)} may have stopped it earlier "
                     f"than its {getattr(old, key)} did")
     return None
+
+
+def kept_checkpoints(cfg: dict[str, Any], epochs: int, steps: int) -> dict[str, list[str]]:
+    """The numbered checkpoints, by kind ("epochs", "updates") and oldest first, that a run of
+    `cfg` keeps once it has trained `epochs` epochs and `steps` updates: those of its last
+    `keep_last_epochs` epochs and, with `keep_interval_updates`, the last that many of every
+    `save_interval_updates` updates (nmtbench.training.run_files saves and prunes them so).
+    Averaging reads them; one gone is made again by no job but training the run again."""
+    tc = TrainConfig.from_dict(cfg)
+    interval = list(range(tc.save_interval_updates, steps + 1, tc.save_interval_updates))
+    return {"epochs": [layout.EPOCH_CHECKPOINT_NAME.format(epoch=epoch) for epoch in
+                       range(max(1, epochs - tc.keep_last_epochs + 1), epochs + 1)],
+            "updates": [layout.UPDATE_CHECKPOINT_NAME.format(update=update) for update in
+                        interval[-tc.keep_interval_updates:] if tc.keep_interval_updates]}
+
+
+def kept_by_run(run_dir: str | Path) -> dict[str, list[str]]:
+    """`kept_checkpoints` of the finished run in `run_dir`, by its records: the settings its
+    config.json holds, the epochs and updates its train_summary.json counts. None of either
+    kind while either record is not there (a run not finished, or a config.json the workflow
+    makes again); a record that cannot be read is an error naming it."""
+    run_dir = Path(run_dir)
+    summary_path = run_dir / layout.TRAIN_SUMMARY_NAME
+    summary = read_result(summary_path, numbers={"epochs": COUNT, "steps": COUNT})
+    run = read_result(run_dir / layout.RUN_CONFIG_NAME, ("experiment",))
+    if summary is None or run is None:
+        return {"epochs": [], "updates": []}
+    if not isinstance(run["experiment"], dict):
+        raise InputError(f"{run_dir / layout.RUN_CONFIG_NAME}: key 'experiment' must be an "
+                         "object of settings")
+    return kept_checkpoints(run["experiment"], summary["epochs"], summary["steps"])
 
 
 def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:

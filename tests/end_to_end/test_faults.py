@@ -197,6 +197,21 @@ def test_flipped_bytes_are_caught_when_decoding_averaging_and_warm_starting(
     assert one_error_line(capsys).startswith(f"error: init_from: {best}: corrupt checkpoint")
 
 
+def test_an_epoch_checkpoint_deleted_with_its_checksum_is_not_left_out_of_an_average(
+        run_copy, toy_dir, tmp_path, capsys):
+    """The run keeps epoch1.pt and epoch2.pt; the last one and its checksum file deleted by
+    hand, an average of the last epoch averaged epoch1.pt instead, with exit 0. It is named,
+    and so is the directory to delete (no job makes it again)."""
+    epoch = run_copy / "checkpoints" / "epoch2.pt"
+    epoch.unlink()
+    Path(f"{epoch}.sha256").unlink()
+    assert decode(run_copy, toy_dir, tmp_path, "--average-last", "1") == 2
+    assert one_error_line(capsys) == (
+        f"error: {epoch} is gone, but the run keeps it and averaging reads it; delete "
+        f"{run_copy} to train it again")
+    assert not (tmp_path / "hyp.txt").exists()
+
+
 @pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"patience": 1},
                                      {"lr_schedule": "linear"}],
                          ids=["fewer-epochs", "a-patience-it-may-have-met", "another-schedule"])

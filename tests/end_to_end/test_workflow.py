@@ -371,13 +371,14 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
 
 
-@pytest.mark.parametrize("lost", ["best.pt", "last.pt.sha256"])
+@pytest.mark.parametrize("lost", ["best.pt", "last.pt", "last.pt.sha256", "epoch2.pt"])
 def test_a_checkpoint_deleted_by_hand_stops_the_workflow_until_the_run_trains_again(
         tmp_path, lost):
-    """A finished run's best.pt (its decodings' and its children's weights) or a checksum
-    file deleted by hand: no job makes it again, and the run's numbers stood in tables.md
-    with exit 0. The workflow now stops before planning, in -n too, with one line; doing
-    what it says trains the run again and makes its number again."""
+    """A finished run's best.pt (its decodings' and its children's weights), last.pt, a
+    checksum file, or an epoch checkpoint it keeps for averaging deleted with its checksum
+    file: no job makes it again, and the run's cell stood "missing" (or an average of other
+    epochs) with exit 0. The workflow now stops before planning, in -n too, with one line;
+    doing what it says trains the run again and makes its number again."""
     work, table = tmp_path / "work", tmp_path / "table.yaml"
     table.write_text("tables: [toyworld.table1]\n")
     run, tag = run_dir(work, "transformer-tiny-500", table)
@@ -386,6 +387,8 @@ def test_a_checkpoint_deleted_by_hand_stops_the_workflow_until_the_run_trains_ag
     result = snakemake(work, "--cores", "2", metrics, *configs)
     assert result.returncode == 0, result.stderr[-3000:]
     (run / "checkpoints" / lost).unlink()
+    if lost.startswith("epoch"):
+        (run / "checkpoints" / f"{lost}.sha256").unlink()
     rel = run.relative_to(work)
     for args in (["-n"], ["--cores", "2", metrics]):
         result = snakemake(work, *args, *configs)
