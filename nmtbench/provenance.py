@@ -135,7 +135,8 @@ def lost_checkpoint(run_dir: str | Path, kept: Iterable[str] = ()) -> Path | Non
     has not finished (its summary is not there). No job makes one again alone: a training
     that lost its best.pt can only train again. So are the numbered checkpoints it keeps
     (`kept`, their names: nmtbench.workflow.train_settings.kept_by_run), which averaging
-    reads, and any other there with its checksum file or the checksum file alone."""
+    reads, any other there with its checksum file or the checksum file alone, and its
+    train_log.jsonl (the report's curves)."""
     run_dir = Path(run_dir)
     if not (run_dir / Path(layout.TRAIN_SUMMARY).name).is_file():
         return None
@@ -151,7 +152,9 @@ def lost_checkpoint(run_dir: str | Path, kept: Iterable[str] = ()) -> Path | Non
         for path in (checkpoint, Path(f"{checkpoint}{CHECKSUM_SUFFIX}")):
             if not path.is_file():
                 return path
-    return None
+    # the log its curves are drawn from: a resume writes only its own lines
+    log = run_dir / layout.TRAIN_LOG_NAME
+    return None if log.is_file() else log
 
 
 def lost_checkpoint_line(run_dir: str | Path, kept: Iterable[str] = ()) -> str | None:

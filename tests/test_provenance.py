@@ -136,6 +136,7 @@ def test_a_finished_run_that_lost_a_checkpoint_is_named(tmp_path):
     for name in names:
         (checkpoints / name).write_bytes(b"w")
         (checkpoints / f"{name}.sha256").write_text("x\n")
+    (tmp_path / "train_log.jsonl").write_text("{}\n")
     assert provenance.lost_checkpoint(tmp_path) is None
     (checkpoints / "best.pt").unlink()
     assert provenance.lost_checkpoint(tmp_path) is None  # not finished: a resume makes it
@@ -154,6 +155,10 @@ def test_a_finished_run_that_lost_a_checkpoint_is_named(tmp_path):
         checkpoints / "epoch2.pt"
     (checkpoints / "last.pt.sha256").unlink()
     assert provenance.lost_checkpoint(tmp_path) == checkpoints / "last.pt.sha256"
+    (checkpoints / "last.pt.sha256").write_text("x\n")
+    # the log the report draws its curves from, which a resume does not write again
+    (tmp_path / "train_log.jsonl").unlink()
+    assert provenance.lost_checkpoint(tmp_path) == tmp_path / "train_log.jsonl"
 
 
 def test_the_numbered_checkpoints_a_finished_run_keeps(tmp_path):
