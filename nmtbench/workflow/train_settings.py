@@ -58,6 +58,22 @@ def resumable(cfg: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in cfg.items() if k not in (*STOPPING, *free)}
 
 
+def trained_out(tc: TrainConfig, epoch: int, step: int) -> bool:
+    """Whether a run in `epoch` (or about to start it) with `step` updates made has had all
+    that `max_epochs` and `max_updates` allow: checked before training (a finished run resumes
+    to no updates), after every update and at each epoch's end. Patience is judged at an
+    epoch's end alone, from the validation loss."""
+    return epoch > tc.max_epochs or bool(tc.max_updates and step >= tc.max_updates)
+
+
+def stopped(tc: TrainConfig, epoch: int, step: int, without_improvement: int) -> bool:
+    """Whether training is over at an epoch's end (or about to start `epoch`, resumed): trained
+    out, or `patience` validations without improvement (a run that stopped so, resumed,
+    stays stopped, as it would have uninterrupted)."""
+    return trained_out(tc, epoch, step) or bool(tc.patience and
+                                                  without_improvement >= tc.patience)
+
+
 def _off_is_never(value: float) -> float:
     return value if value else math.inf  # patience and divergence_factor: 0 never stops
 
