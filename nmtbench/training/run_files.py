@@ -101,15 +101,12 @@ class RunFiles:
         saved = json.loads(state["config"])
         if resumable(saved) != resumable(cfg):
             raise InputError(f"{last} was trained with another config; {retrain(self.run_dir)}")
-        if why := resume_refusal(saved, state, cfg, total_updates):
+        if why := resume_refusal(saved, state, cfg, total_updates, world_size):
             raise InputError(f"{last} cannot resume as this config's run: {why}; "
                              f"{retrain(self.run_dir)}")
         if stale := provenance.changed(state["inputs"], inputs_digest, input_paths):
             raise InputError(f"{last} was trained on other inputs ({', '.join(stale)} changed); "
                              f"{retrain(self.run_dir)}")
-        if state.get("world_size", 1) != world_size:
-            log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
-                        "changes", last, state.get("world_size", 1), world_size)
         return state
 
     def save_epoch(self, epoch: int, state: dict[str, Any], improved: bool,

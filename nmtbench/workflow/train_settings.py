@@ -79,13 +79,14 @@ def _off_is_never(value: float) -> float:
 
 
 def resume_refusal(saved: dict[str, Any], state: dict[str, Any], cfg: dict[str, Any],
-                   total_updates: int) -> str | None:
-    """Why resuming a checkpoint (`state`, trained with `saved`) under `cfg` would not end as
-    an uninterrupted run of `cfg` does, or None: its schedule read the run's planned length
-    and `cfg` plans another (`Progress.read_total`; a linear decay always does), it is past
-    where `cfg` stops, it was cut inside an epoch by `max_updates` where `cfg` trains on (an
-    uninterrupted run would not have validated there), or `cfg` stops on a patience or
-    divergence it might have met earlier.
+                   total_updates: int, world_size: int = 1) -> str | None:
+    """Why resuming a checkpoint (`state`, trained with `saved`) under `cfg` by `world_size`
+    processes would not end as an uninterrupted run of `cfg` does, or None: its schedule read
+    the run's planned length and `cfg` plans another (`Progress.read_total`; a linear decay
+    always does), it is past where `cfg` stops, it was cut inside an epoch by `max_updates`
+    where `cfg` trains on (an uninterrupted run would not have validated there), `cfg` stops
+    on a patience or divergence it might have met earlier, or it would train on with another
+    number of processes (an update takes world size x update_freq batches).
     Raising `max_epochs` of an inverse-square-root run trains on from where it ended."""
     old, new = TrainConfig.from_dict(saved), TrainConfig.from_dict(cfg)
     planned = state.get("total_updates")  # None: saved before it was recorded
@@ -106,6 +107,12 @@ def resume_refusal(saved: dict[str, Any], state: dict[str, Any], cfg: dict[str, 
         if _off_is_never(getattr(new, key)) < _off_is_never(getattr(old, key)):
             return (f"this config's {key} {getattr(new, key)} may have stopped it earlier "
                     f"than its {getattr(old, key)} did")
+    trained_by = state.get("world_size", 1)
+    if trained_by != world_size and not stopped(new, epoch, step,
+                                                state.get("epochs_without_improvement", 0)):
+        return (f"it was trained by {trained_by} processes, this training has {world_size}, "
+                f"and each update would take other batches from here on (resume it with "
+                f"{trained_by} processes: resources.train.gpu)")
     return None
 
 

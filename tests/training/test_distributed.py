@@ -119,9 +119,10 @@ def test_a_run_resumes_only_with_the_processes_it_was_trained_by(two_processes, 
     with pytest.raises(InputError) as err:
         Trainer(run_dir, {**CFG, "max_epochs": 4}, toy_paths, "cpu").run()
     assert str(err.value) == (
-        f"{run_dir}/checkpoints/last.pt was trained by 2 processes, this training has 1: its "
-        "updates would take other batches than an uninterrupted run's; resume it with 2 "
-        f"processes (resources.train.gpu), or delete {run_dir} to train it again")
+        f"{run_dir}/checkpoints/last.pt cannot resume as this config's run: it was trained by 2 "
+        "processes, this training has 1, and each update would take other batches from here "
+        f"on (resume it with 2 processes: resources.train.gpu); delete {run_dir} to train it "
+        "again")
     assert json.loads((run_dir / "train_summary.json").read_text())["steps"] == summary["steps"]
 
 
