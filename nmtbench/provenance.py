@@ -181,6 +181,21 @@ def lost_weights_line(directory: str | Path) -> str | None:
     return None
 
 
+def lost_summary_line(directory: str | Path) -> str | None:
+    """The one line that stops the workflow on a checkpoint pre-trained here (under
+    data/pretrained/) whose pretrain_summary.json was deleted by hand: the report's row of
+    the checkpoint reads it, and its rule does not declare it (it marks the directory as the
+    command's own earlier output, which Snakemake would delete before the job), so no job
+    makes it again and the row would stay "missing" for good."""
+    directory = Path(directory)
+    if (directory / layout.HF_CONFIG_NAME).is_file() and not (
+            directory / layout.PRETRAIN_SUMMARY_NAME).is_file():
+        return (f"{directory}: its {layout.PRETRAIN_SUMMARY_NAME} is gone, but its "
+                f"{layout.HF_CONFIG_NAME} is there, so no job makes it again; delete "
+                f"{directory} to pre-train the checkpoint again")
+    return None
+
+
 def current(record: Mapping[str, Any], run_dir: str | Path) -> bool:
     """Was this output made from the training that is in `run_dir` now?"""
     summary = Path(run_dir) / Path(layout.TRAIN_SUMMARY).name

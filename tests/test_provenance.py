@@ -181,6 +181,16 @@ def test_the_numbered_checkpoints_a_finished_run_keeps(tmp_path):
                                      "updates": ["update4.pt", "update8.pt"]}
 
 
+def test_a_pretraining_that_lost_its_summary_is_named(tmp_path):
+    assert provenance.lost_summary_line(tmp_path) is None  # not made yet: its rule makes it
+    (tmp_path / "config.json").write_text("{}\n")
+    assert provenance.lost_summary_line(tmp_path) == (
+        f"{tmp_path}: its pretrain_summary.json is gone, but its config.json is there, so no "
+        f"job makes it again; delete {tmp_path} to pre-train the checkpoint again")
+    (tmp_path / "pretrain_summary.json").write_text("{}\n")
+    assert provenance.lost_summary_line(tmp_path) is None
+
+
 def test_a_snapshot_or_trim_that_lost_its_weights_is_named(tmp_path):
     assert provenance.lost_weights_line(tmp_path) is None  # not made yet: its rule makes it
     (tmp_path / "config.json").write_text("{}\n")

@@ -414,6 +414,22 @@ def test_a_finished_run_without_its_checkpoints_is_refused_before_planning(tmp_p
         f"error: {run.relative_to(tmp_path)}/checkpoints/best.pt is gone")
 
 
+def test_a_pretraining_summary_deleted_by_hand_is_refused_before_planning(tmp_path):
+    """A checkpoint pre-trained here without its pretrain_summary.json: the report's row of
+    it said "missing" with exit 0 for good, as its rule cannot declare the summary. The
+    workflow stops before planning, naming the directory to delete (pre-training again
+    makes the same weights: test_a_checkpoint_pretrained_again_keeps_the_runs_on_it)."""
+    checkpoint = tmp_path / "data" / "pretrained" / "toy-bert-src"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}\n")
+    result = snakemake(tmp_path, "-n")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: data/pretrained/toy-bert-src: its pretrain_summary.json is gone, but its "
+        "config.json is there, so no job makes it again; delete data/pretrained/toy-bert-src "
+        "to pre-train the checkpoint again")
+
+
 @pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"lr_schedule": "linear",
                                                        "max_epochs": 3}],
                          ids=["fewer-epochs", "a-linear-decay-made-longer"])
