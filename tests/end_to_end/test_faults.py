@@ -227,6 +227,17 @@ def test_a_finished_run_under_changed_settings_is_not_reported_as_theirs(run_cop
     assert (run_copy / "train_summary.json").read_text() == summary
 
 
+def test_a_run_trained_again_alike_saves_the_same_weight_files(trained, toy_paths, tmp_path):
+    """best.pt and the epoch checkpoints held the training's wall-clock seconds: a parent
+    trained again alike (deleted, as a refusal advises) changed the digest its children
+    recorded, and every child refused to resume, "trained on other inputs"."""
+    again = tmp_path / "again"
+    Trainer(again, CFG, toy_paths, device="cpu").run()
+    for name in ("best.pt", "epoch1.pt", "epoch2.pt"):
+        assert path_digest(again / "checkpoints" / name) == \
+            path_digest(trained / "checkpoints" / name), name
+
+
 def test_a_corrupt_last_checkpoint_stops_the_resume_with_one_line(run_copy, toy_paths, capsys):
     last = run_copy / "checkpoints" / "last.pt"
     corrupt(last)
