@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,34 +130,39 @@ READ_CHECKPOINTS = ("best", "last")
 CHECKSUM_SUFFIX = ".sha256"
 
 
-def lost_checkpoint(run_dir: str | Path) -> Path | None:
+def lost_checkpoint(run_dir: str | Path, kept: Iterable[str] = ()) -> Path | None:
     """The first of a finished run's checkpoints that are read (READ_CHECKPOINTS) and their
     checksum files that is gone (deleted by hand); None while all are there, or while the run
     has not finished (its summary is not there). No job makes one again alone: a training
-    that lost its best.pt can only train again."""
+    that lost its best.pt can only train again. So are the numbered checkpoints it keeps
+    (`kept`, their names: nmtbench.workflow.train_settings.kept_by_run), which averaging
+    reads, any other there with its checksum file or the checksum file alone, and its
+    train_log.jsonl (the report's curves)."""
     run_dir = Path(run_dir)
     if not (run_dir / Path(layout.TRAIN_SUMMARY).name).is_file():
         return None
     directory = run_dir / layout.CHECKPOINTS_NAME
-    read = [directory / layout.CHECKPOINT_NAME.format(checkpoint=name)
-            for name in READ_CHECKPOINTS]
+    read = [*(directory / layout.CHECKPOINT_NAME.format(checkpoint=name)
+              for name in READ_CHECKPOINTS), *(directory / name for name in kept)]
     # and every other checkpoint kept (epochN.pt, updateN.pt: averaging reads them) whose
     # checksum file is there without it, or it without its checksum file
-    kept = sorted({directory / p.name.removesuffix(CHECKSUM_SUFFIX)
-                   for p in directory.glob(f"*.pt{CHECKSUM_SUFFIX}")}
-                  | set(directory.glob("*.pt")))
-    for checkpoint in [*read, *(p for p in kept if p not in read)]:
+    others = sorted({directory / p.name.removesuffix(CHECKSUM_SUFFIX)
+                     for p in directory.glob(f"*.pt{CHECKSUM_SUFFIX}")}
+                    | set(directory.glob("*.pt")))
+    for checkpoint in [*read, *(p for p in others if p not in read)]:
         for path in (checkpoint, Path(f"{checkpoint}{CHECKSUM_SUFFIX}")):
             if not path.is_file():
                 return path
-    return None
+    # the log its curves are drawn from: a resume writes only its own lines
+    log = run_dir / layout.TRAIN_LOG_NAME
+    return None if log.is_file() else log
 
 
-def lost_checkpoint_line(run_dir: str | Path) -> str | None:
+def lost_checkpoint_line(run_dir: str | Path, kept: Iterable[str] = ()) -> str | None:
     """The one line that stops the workflow on a finished run that lost a checkpoint: its
     results (decodings, scores, the runs that learn from it) were made from the file, which
     only training the run again makes."""
-    if (lost := lost_checkpoint(run_dir)) is None:
+    if (lost := lost_checkpoint(run_dir, kept)) is None:
         return None
     return (f"{lost} is gone, but the run's results were made from it and only training the "
             f"run again makes it; delete {run_dir} to train it again")
@@ -174,6 +179,21 @@ def lost_weights_line(directory: str | Path) -> str | None:
         return (f"{directory}: its weights (*.safetensors) are gone, but its "
                 f"{layout.HF_CONFIG_NAME} is there, so no job makes them again; delete "
                 f"{directory} to make the checkpoint again")
+    return None
+
+
+def lost_summary_line(directory: str | Path) -> str | None:
+    """The one line that stops the workflow on a checkpoint pre-trained here (under
+    data/pretrained/) whose pretrain_summary.json was deleted by hand: the report's row of
+    the checkpoint reads it, and its rule does not declare it (it marks the directory as the
+    command's own earlier output, which Snakemake would delete before the job), so no job
+    makes it again and the row would stay "missing" for good."""
+    directory = Path(directory)
+    if (directory / layout.HF_CONFIG_NAME).is_file() and not (
+            directory / layout.PRETRAIN_SUMMARY_NAME).is_file():
+        return (f"{directory}: its {layout.PRETRAIN_SUMMARY_NAME} is gone, but its "
+                f"{layout.HF_CONFIG_NAME} is there, so no job makes it again; delete "
+                f"{directory} to pre-train the checkpoint again")
     return None
 
 

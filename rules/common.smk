@@ -26,19 +26,34 @@ except InputError as err:
 # and Snakemake deletes a job's declared outputs before the job, which a resume reads), so
 # the workflow stops before planning, in -n too, with the advice that trains it again.
 # So does a checkpoint a snapshot or trim made whose weights were deleted (its rule declares
-# its config.json alone): the runs on it would be left out of the report for good. Checked
+# its config.json alone): the runs on it would be left out of the report for good; and one
+# pre-trained here whose pretrain_summary.json was (the report's row of it reads it). Checked
 # by the invocation that plans, not by each cluster job's own parse, which may run while
 # another job writes or prunes a run's checkpoints.
-from nmtbench.provenance import lost_checkpoint_line, lost_weights_line
+from nmtbench.provenance import lost_checkpoint_line, lost_summary_line, lost_weights_line
+from nmtbench.workflow.train_settings import kept_by_run
+
+
+def kept_numbered(run_dir):
+    """The epoch and update checkpoints a finished run keeps, by its records (an average
+    reads them); none where a record cannot be read (the job that reads it names it)."""
+    try:
+        return [name for names in kept_by_run(run_dir).values() for name in names]
+    except InputError:
+        return []
+
 
 if workflow.is_main_process:
     _snapshots_and_trims = sorted({name for dataset, run in PLAN.trained_runs()
                                 for name in PLAN.checkpoints(dataset, run).values()
                                 if name not in config.get("pretraining", {})})
-    for _lost in (*(lost_checkpoint_line(os.path.dirname(summary))
+    for _lost in (*(lost_checkpoint_line(os.path.dirname(summary),
+                                         kept_numbered(os.path.dirname(summary)))
                     for summary in PLAN.trained_summaries()),
                   *(lost_weights_line(checkpoint_dir(name)) for name in _snapshots_and_trims
-                    if checkpoint_dir(name).startswith(f"{layout.PRETRAINED_ROOT}/"))):
+                    if checkpoint_dir(name).startswith(f"{layout.PRETRAINED_ROOT}/")),
+                  *(lost_summary_line(layout.PRETRAINED_DIR.format(pretrained=name))
+                    for name in PLAN.pretrained_targets())):
         if _lost:
             print(f"error: {_lost}", file=sys.stderr)
             sys.exit(1)

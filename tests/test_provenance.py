@@ -136,6 +136,7 @@ def test_a_finished_run_that_lost_a_checkpoint_is_named(tmp_path):
     for name in names:
         (checkpoints / name).write_bytes(b"w")
         (checkpoints / f"{name}.sha256").write_text("x\n")
+    (tmp_path / "train_log.jsonl").write_text("{}\n")
     assert provenance.lost_checkpoint(tmp_path) is None
     (checkpoints / "best.pt").unlink()
     assert provenance.lost_checkpoint(tmp_path) is None  # not finished: a resume makes it
@@ -149,8 +150,45 @@ def test_a_finished_run_that_lost_a_checkpoint_is_named(tmp_path):
     assert provenance.lost_checkpoint(tmp_path) == checkpoints / "epoch2.pt"
     (checkpoints / "epoch2.pt.sha256").unlink()  # an epoch checkpoint no longer kept
     assert provenance.lost_checkpoint(tmp_path) is None
+    # one the run keeps, deleted with its checksum file: named where its records say so
+    assert provenance.lost_checkpoint(tmp_path, ["epoch1.pt", "epoch2.pt"]) == \
+        checkpoints / "epoch2.pt"
     (checkpoints / "last.pt.sha256").unlink()
     assert provenance.lost_checkpoint(tmp_path) == checkpoints / "last.pt.sha256"
+    (checkpoints / "last.pt.sha256").write_text("x\n")
+    # the log the report draws its curves from, which a resume does not write again
+    (tmp_path / "train_log.jsonl").unlink()
+    assert provenance.lost_checkpoint(tmp_path) == tmp_path / "train_log.jsonl"
+
+
+def test_the_numbered_checkpoints_a_finished_run_keeps(tmp_path):
+    """As the trainer prunes them: its last keep_last_epochs epochs, and the last
+    keep_interval_updates of every save_interval_updates updates; none until it finished."""
+    from nmtbench.workflow.train_settings import kept_by_run, kept_checkpoints
+
+    cfg = {"method": "transformer", "keep_last_epochs": 2, "keep_interval_updates": 2,
+           "save_interval_updates": 4}
+    assert kept_checkpoints(cfg, 3, 39) == {"epochs": ["epoch2.pt", "epoch3.pt"],
+                                            "updates": ["update32.pt", "update36.pt"]}
+    assert kept_checkpoints({**cfg, "keep_interval_updates": 0}, 1, 39)["updates"] == []
+    assert kept_checkpoints({**cfg, "keep_last_epochs": 5}, 2, 8)["epochs"] == [
+        "epoch1.pt", "epoch2.pt"]
+    assert kept_by_run(tmp_path) == {"epochs": [], "updates": []}
+    write_json(tmp_path / "config.json", {"experiment": cfg})
+    assert kept_by_run(tmp_path) == {"epochs": [], "updates": []}  # not finished
+    write_json(tmp_path / "train_summary.json", {"epochs": 1, "steps": 8})
+    assert kept_by_run(tmp_path) == {"epochs": ["epoch1.pt"],
+                                     "updates": ["update4.pt", "update8.pt"]}
+
+
+def test_a_pretraining_that_lost_its_summary_is_named(tmp_path):
+    assert provenance.lost_summary_line(tmp_path) is None  # not made yet: its rule makes it
+    (tmp_path / "config.json").write_text("{}\n")
+    assert provenance.lost_summary_line(tmp_path) == (
+        f"{tmp_path}: its pretrain_summary.json is gone, but its config.json is there, so no "
+        f"job makes it again; delete {tmp_path} to pre-train the checkpoint again")
+    (tmp_path / "pretrain_summary.json").write_text("{}\n")
+    assert provenance.lost_summary_line(tmp_path) is None
 
 
 def test_a_snapshot_or_trim_that_lost_its_weights_is_named(tmp_path):

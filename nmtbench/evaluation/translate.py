@@ -25,7 +25,7 @@ from nmtbench.parts.mask_predict import mask_predict
 from nmtbench.records import read_record
 from nmtbench.run_paths import RunPaths
 from nmtbench.workflow.decode_settings import DecodeSettings
-from nmtbench.workflow.train_settings import resumable
+from nmtbench.workflow.train_settings import kept_by_run, resumable
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +63,10 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
     model = get_method(cfg["method"]).build_for_translation(
         cfg, vocab_of(src_tok), vocab_of(tgt_tok), paths.pretrained)
     if average_last > 0:
-        found = checkpoints.numbered_checkpoints(run_dir / layout.CHECKPOINTS_NAME, average_of)
+        found = averaged(run_dir, average_last, average_of)
         kind = average_of[:-1]  # epoch, update
-        if len(found) < average_last:
-            raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
-                             f"but only {len(found)} {kind} checkpoints exist")
         try:
-            weights = checkpoints.average(found[-average_last:], check=check)
+            weights = checkpoints.average(found, check=check)
         except InputError as err:  # damaged, or not this run's: only training again helps
             raise InputError(f"{err}; {retrain(run_dir)}") from None
         where = f"{run_dir}: the last {average_last} {kind} checkpoints"
@@ -90,6 +87,23 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best", average_last: 
             from None
     model.to(resolve_device(device)).eval()
     return model, src_tok, tgt_tok, cfg
+
+
+def averaged(run_dir: Path, average_last: int, average_of: str) -> list[Path]:
+    """The last `average_last` epoch or update checkpoints (`average_of`) of a run: of a
+    finished one, those its records say it keeps (kept_by_run), each of which must be there
+    (one deleted with its checksum file would silently leave an older one in the average);
+    of an unfinished one, the last there."""
+    directory = run_dir / layout.CHECKPOINTS_NAME
+    kept = [directory / name for name in kept_by_run(run_dir)[average_of]]
+    if gone := next((path for path in kept[-average_last:] if not path.is_file()), None):
+        raise InputError(f"{gone} is gone, but the run keeps it and averaging reads it; "
+                         f"{retrain(run_dir)}")
+    found = kept or checkpoints.numbered_checkpoints(directory, average_of)
+    if len(found) < average_last:
+        raise InputError(f"{run_dir}: asked to average the last {average_last} checkpoints "
+                         f"but only {len(found)} {average_of[:-1]} checkpoints exist")
+    return found[-average_last:]
 
 
 def _check_decode_inputs(run_dir: Path, config_path: Path, paths: RunPaths,

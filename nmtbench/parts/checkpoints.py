@@ -47,7 +47,10 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     except InputError:  # a damaged record: that file does not verify anyway
         old = []
     with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+        # to a file object: given a path, torch names the archive's records after the file,
+        # here a temporary one of a random name, so equal states would differ in their bytes
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
         digest = file_digest(tmp)
         _write_checksums(path, [*old, digest])  # the rename may leave either file
     _write_checksums(path, [digest])

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from nmtbench import layout
-from nmtbench.errors import InputError
+from nmtbench.errors import InputError, retrain
 from nmtbench.fileio import read_jsonl
 from nmtbench.records import COUNT, NON_NEGATIVE, checked_number
 from nmtbench.report.figures import CAPTION_CHARS, HEIGHT_INCHES, PANEL_INCHES, Drawn, plt, save
@@ -84,8 +84,11 @@ def _measure(plan: Plan, results: Results, runs: dict[tuple[str, str], list[str]
                 left["unfinished"].append(label)
             elif not results.run_current(cell, seed):
                 left["other"].append(label)  # other settings or inputs than the config's now
-            else:
-                series[label] = valid_losses(log)
+            elif points := valid_losses(log):
+                series[label] = points
+            else:  # every epoch ends validating: no job writes the log again
+                raise InputError(f"{log}: no validation, but the run finished training; only "
+                                 f"training it again writes its log: {retrain(log.parent)}")
     return series, left
 
 

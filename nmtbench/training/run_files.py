@@ -49,6 +49,14 @@ def hold(lock: IO[str] | None, world: World, device: torch.device, run_dir: Path
         time.sleep(LOCK_POLL_SECONDS)
 
 
+def weights_of(state: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint of the weights alone (best, epochN, updateN) holds of a training's
+    `state`: not the optimizer, nor the wall-clock seconds, so that a run trained again alike
+    saves the same bytes and the runs that warm-start from it or learn from it (their input
+    digests) keep theirs."""
+    return {k: v for k, v in state.items() if k not in ("optimizer", "seconds")}
+
+
 class RunFiles:
     """The files of one run directory the trainer writes (only the main process writes); its
     curves also go to a W&B run of `wandb_project`, with the run's `config`, where it names
@@ -101,15 +109,12 @@ class RunFiles:
         saved = json.loads(state["config"])
         if resumable(saved) != resumable(cfg):
             raise InputError(f"{last} was trained with another config; {retrain(self.run_dir)}")
-        if why := resume_refusal(saved, state, cfg, total_updates):
+        if why := resume_refusal(saved, state, cfg, total_updates, world_size):
             raise InputError(f"{last} cannot resume as this config's run: {why}; "
                              f"{retrain(self.run_dir)}")
         if stale := provenance.changed(state["inputs"], inputs_digest, input_paths):
             raise InputError(f"{last} was trained on other inputs ({', '.join(stale)} changed); "
                              f"{retrain(self.run_dir)}")
-        if state.get("world_size", 1) != world_size:
-            log.warning("%s was trained by %d processes, resumed by %d: the batch per update "
-                        "changes", last, state.get("world_size", 1), world_size)
         return state
 
     def save_epoch(self, epoch: int, state: dict[str, Any], improved: bool,
@@ -117,7 +122,7 @@ class RunFiles:
         """The checkpoints of an epoch's end: last.pt resumes; epochN.pt (the last `keep_last`
         kept) and best.pt hold the weights alone (read for decoding and averaging). Weights
         gone non-finite raise FloatingPointError (checkpoints.save refuses them)."""
-        weights = {k: v for k, v in state.items() if k != "optimizer"}
+        weights = weights_of(state)
         epoch_file = layout.EPOCH_CHECKPOINT_NAME.format(epoch=epoch)
         checkpoints.save(self.ckpt_dir / epoch_file, weights)
         for old in checkpoints.numbered_checkpoints(self.ckpt_dir)[:-keep_last]:
@@ -131,7 +136,7 @@ class RunFiles:
         `keep_last` > 0, updateN.pt holds the weights alone (the last `keep_last` kept, for
         averaging over updates: a run of few, long epochs has too few epoch checkpoints)."""
         if keep_last:
-            weights = {k: v for k, v in state.items() if k != "optimizer"}
+            weights = weights_of(state)
             update_file = layout.UPDATE_CHECKPOINT_NAME.format(update=step)
             checkpoints.save(self.ckpt_dir / update_file, weights)
             for old in checkpoints.numbered_checkpoints(self.ckpt_dir, "updates")[:-keep_last]:

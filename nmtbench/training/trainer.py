@@ -54,25 +54,9 @@ from nmtbench.training.training_data import TrainingData
 from nmtbench.training.update import Diverged, Updater
 from nmtbench.training.validation import valid_bleu, validation_loss
 from nmtbench.workflow import run_inputs
-from nmtbench.workflow.train_settings import TrainConfig
+from nmtbench.workflow.train_settings import TrainConfig, stopped, trained_out
 
 log = logging.getLogger(__name__)
-
-
-def trained_out(tc: TrainConfig, epoch: int, step: int) -> bool:
-    """Whether a run in `epoch` (or about to start it) with `step` updates made has had all
-    that `max_epochs` and `max_updates` allow: checked before training (a finished run resumes
-    to no updates), after every update and at each epoch's end. Patience is judged at an
-    epoch's end alone, from the validation loss."""
-    return epoch > tc.max_epochs or bool(tc.max_updates and step >= tc.max_updates)
-
-
-def stopped(tc: TrainConfig, epoch: int, step: int, without_improvement: int) -> bool:
-    """Whether training is over at an epoch's end (or about to start `epoch`, resumed): trained
-    out, or `patience` validations without improvement (a run that stopped so, resumed,
-    stays stopped, as it would have uninterrupted)."""
-    return trained_out(tc, epoch, step) or bool(tc.patience and
-                                                  without_improvement >= tc.patience)
 
 
 def warm_start(model: Model, name: str, path: str, take_into: tuple[str, str],

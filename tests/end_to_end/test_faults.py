@@ -201,6 +201,21 @@ def test_flipped_bytes_are_caught_when_decoding_averaging_and_warm_starting(
     assert one_error_line(capsys).startswith(f"error: init_from: {best}: corrupt checkpoint")
 
 
+def test_an_epoch_checkpoint_deleted_with_its_checksum_is_not_left_out_of_an_average(
+        run_copy, toy_dir, tmp_path, capsys):
+    """The run keeps epoch1.pt and epoch2.pt; the last one and its checksum file deleted by
+    hand, an average of the last epoch averaged epoch1.pt instead, with exit 0. It is named,
+    and so is the directory to delete (no job makes it again)."""
+    epoch = run_copy / "checkpoints" / "epoch2.pt"
+    epoch.unlink()
+    Path(f"{epoch}.sha256").unlink()
+    assert decode(run_copy, toy_dir, tmp_path, "--average-last", "1") == 2
+    assert one_error_line(capsys) == (
+        f"error: {epoch} is gone, but the run keeps it and averaging reads it; delete "
+        f"{run_copy} to train it again")
+    assert not (tmp_path / "hyp.txt").exists()
+
+
 @pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"patience": 1},
                                      {"lr_schedule": "linear"}],
                          ids=["fewer-epochs", "a-patience-it-may-have-met", "another-schedule"])
@@ -214,6 +229,17 @@ def test_a_finished_run_under_changed_settings_is_not_reported_as_theirs(run_cop
     assert train(run_copy, {**CFG, **changed}, toy_paths) == 2
     assert one_error_line(capsys).endswith(f"; delete {run_copy} to train it again")
     assert (run_copy / "train_summary.json").read_text() == summary
+
+
+def test_a_run_trained_again_alike_saves_the_same_weight_files(trained, toy_paths, tmp_path):
+    """best.pt and the epoch checkpoints held the training's wall-clock seconds: a parent
+    trained again alike (deleted, as a refusal advises) changed the digest its children
+    recorded, and every child refused to resume, "trained on other inputs"."""
+    again = tmp_path / "again"
+    Trainer(again, CFG, toy_paths, device="cpu").run()
+    for name in ("best.pt", "epoch1.pt", "epoch2.pt"):
+        assert path_digest(again / "checkpoints" / name) == \
+            path_digest(trained / "checkpoints" / name), name
 
 
 def test_a_corrupt_last_checkpoint_stops_the_resume_with_one_line(run_copy, toy_paths, capsys):

@@ -371,13 +371,14 @@ def test_following_a_refusals_advice_trains_the_run_again(smoke_copy, tmp_path, 
     assert "missing" not in row and re.search(r"\| \d+\.\d", row), row
 
 
-@pytest.mark.parametrize("lost", ["best.pt", "last.pt.sha256"])
+@pytest.mark.parametrize("lost", ["best.pt", "last.pt", "last.pt.sha256", "epoch2.pt"])
 def test_a_checkpoint_deleted_by_hand_stops_the_workflow_until_the_run_trains_again(
         tmp_path, lost):
-    """A finished run's best.pt (its decodings' and its children's weights) or a checksum
-    file deleted by hand: no job makes it again, and the run's numbers stood in tables.md
-    with exit 0. The workflow now stops before planning, in -n too, with one line; doing
-    what it says trains the run again and makes its number again."""
+    """A finished run's best.pt (its decodings' and its children's weights), last.pt, a
+    checksum file, or an epoch checkpoint it keeps for averaging deleted with its checksum
+    file: no job makes it again, and the run's cell stood "missing" (or an average of other
+    epochs) with exit 0. The workflow now stops before planning, in -n too, with one line;
+    doing what it says trains the run again and makes its number again."""
     work, table = tmp_path / "work", tmp_path / "table.yaml"
     table.write_text("tables: [toyworld.table1]\n")
     run, tag = run_dir(work, "transformer-tiny-500", table)
@@ -386,6 +387,8 @@ def test_a_checkpoint_deleted_by_hand_stops_the_workflow_until_the_run_trains_ag
     result = snakemake(work, "--cores", "2", metrics, *configs)
     assert result.returncode == 0, result.stderr[-3000:]
     (run / "checkpoints" / lost).unlink()
+    if lost.startswith("epoch"):
+        (run / "checkpoints" / f"{lost}.sha256").unlink()
     rel = run.relative_to(work)
     for args in (["-n"], ["--cores", "2", metrics]):
         result = snakemake(work, *args, *configs)
@@ -409,6 +412,22 @@ def test_a_finished_run_without_its_checkpoints_is_refused_before_planning(tmp_p
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith(
         f"error: {run.relative_to(tmp_path)}/checkpoints/best.pt is gone")
+
+
+def test_a_pretraining_summary_deleted_by_hand_is_refused_before_planning(tmp_path):
+    """A checkpoint pre-trained here without its pretrain_summary.json: the report's row of
+    it said "missing" with exit 0 for good, as its rule cannot declare the summary. The
+    workflow stops before planning, naming the directory to delete (pre-training again
+    makes the same weights: test_a_checkpoint_pretrained_again_keeps_the_runs_on_it)."""
+    checkpoint = tmp_path / "data" / "pretrained" / "toy-bert-src"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}\n")
+    result = snakemake(tmp_path, "-n")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: data/pretrained/toy-bert-src: its pretrain_summary.json is gone, but its "
+        "config.json is there, so no job makes it again; delete data/pretrained/toy-bert-src "
+        "to pre-train the checkpoint again")
 
 
 @pytest.mark.parametrize("changed", [{"max_epochs": 1}, {"lr_schedule": "linear",

@@ -94,6 +94,23 @@ def test_unfinished_and_stale_runs_are_not_drawn(tmp_path: Path) -> None:
     assert "runs unfinished" not in drawn.caption
 
 
+def test_a_finished_run_whose_log_holds_no_validation_is_one_line(tmp_path: Path) -> None:
+    """Every epoch ends validating, so a finished run's log emptied by hand was drawn as no
+    line, with no word in the caption, for good: no job writes it again."""
+    plan = make_plan(make_config([1], tables=[TABLE]), write_papers(tmp_path / "papers"))
+    fabricate(plan, tmp_path / "results")
+    (first, run), *_ = trained(plan, tmp_path / "results", [1])
+    run_dir = tmp_path / "results" / Path(layout.RUN.format(dataset=first, run=run, seed=1)
+                                          ).relative_to("results")
+    (run_dir / layout.TRAIN_LOG_NAME).write_text("", encoding="utf-8")
+    with pytest.raises(InputError) as found:
+        table_curves.draw(plan, Results(plan, tmp_path / "results"),
+                          plan.catalogue.tables[TABLE], tmp_path / "out")
+    assert str(found.value) == (
+        f"{run_dir / layout.TRAIN_LOG_NAME}: no validation, but the run finished training; "
+        f"only training it again writes its log: delete {run_dir} to train it again")
+
+
 def test_the_report_shows_each_tables_curves(tmp_path: Path) -> None:
     plan = make_plan(make_config([1], tables=[TABLE]), write_papers(tmp_path / "papers"))
     fabricate(plan, tmp_path / "results")

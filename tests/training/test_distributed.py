@@ -2,6 +2,7 @@
 process accumulating the same batches (`update_freq`), only rank 0 writes, and runs resume."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from train_cli import train_arguments
 
+from nmtbench.errors import InputError
 from nmtbench.parts import checkpoints
 from nmtbench.run_paths import RunPaths
 from nmtbench.training.trainer import Trainer
@@ -103,6 +105,25 @@ def test_a_stopped_two_process_run_resumes_to_the_same_weights(two_processes, to
     straight = checkpoints.load(two_processes / "checkpoints" / "last.pt")["model"]
     for name, tensor in straight.items():
         assert torch.equal(tensor, resumed[name]), name
+
+
+def test_a_run_resumes_only_with_the_processes_it_was_trained_by(two_processes, toy_paths,
+                                                                tmp_path):
+    """One process resuming a two-process run would take half the batches per update from
+    there on: a run neither of the two would train uninterrupted (it used to train on, with a
+    warning). It is refused while it would train; a finished one resumes to no update."""
+    run_dir = Path(shutil.copytree(two_processes, tmp_path / "run"))
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    Trainer(run_dir, CFG, toy_paths, "cpu").run()
+    assert json.loads((run_dir / "train_summary.json").read_text())["steps"] == summary["steps"]
+    with pytest.raises(InputError) as err:
+        Trainer(run_dir, {**CFG, "max_epochs": 4}, toy_paths, "cpu").run()
+    assert str(err.value) == (
+        f"{run_dir}/checkpoints/last.pt cannot resume as this config's run: it was trained by 2 "
+        "processes, this training has 1, and each update would take other batches from here "
+        f"on (resume it with 2 processes: resources.train.gpu); delete {run_dir} to train it "
+        "again")
+    assert json.loads((run_dir / "train_summary.json").read_text())["steps"] == summary["steps"]
 
 
 def test_a_train_job_with_two_gpus_is_launched_by_torchrun(tmp_path):
