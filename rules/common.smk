@@ -9,6 +9,7 @@ from nmtbench.workflow.pretrained_names import checkpoint_dir
 from nmtbench.errors import InputError
 from nmtbench.workflow.metric_registry import BOOTSTRAP_SCORES
 from nmtbench.workflow.plan import generated
+from nmtbench.workflow import workdir_lock
 from nmtbench.workflow.run_inputs import back_translation
 from nmtbench.data.download import source_url
 from nmtbench.data.recipes import DOWNLOADS_DIR, OPTIONAL_SPLITS, download_paths, optional_splits
@@ -69,78 +70,13 @@ else:
 
 
 
+workdir_lock.lock_before_executing(workflow)  # --no-hooks skips onstart, not this
+
+
 onstart:
-    hold_workflow_lock()  # held already (lock_before_executing); kept should that fail
+    workdir_lock.hold()  # held already where Snakemake executes through the wrapper
     check_hub_at_start()  # a few requests; building every run's model takes longer
     check_builds_at_start()
-
-
-WORKFLOW_LOCK = []  # the open lock file, held while this invocation runs jobs here
-
-
-def lock_before_executing():
-    """The invocation takes the workflow's lock before it executes the DAG or deletes its
-    outputs (`--delete-all-output`, `--delete-temp-output`), not in a dry run, wrapping
-    Snakemake's `Workflow.execute` and `Workflow.delete_output`: `onstart` alone would leave
-    it to the hooks, which `--no-hooks` turns off, and never runs for a deletion; a second
-    workflow so started would rerun the first's running jobs or delete their inputs and
-    outputs. Cluster jobs (not the main process) take none: their invocation holds it."""
-    if not workflow.is_main_process:
-        return
-
-    def dry_execution(*args, **kwargs):
-        plugin = kwargs.get("executor_plugin", args[0] if args else None)
-        return getattr(getattr(plugin, "common_settings", None), "dryrun_exec", False)
-
-    def dry_deletion(*args, **kwargs):
-        return kwargs.get("dryrun", args[1] if len(args) > 1 else False)
-
-    for name, dry in (("execute", dry_execution), ("delete_output", dry_deletion)):
-        method = getattr(workflow, name, None)
-        if method is None:
-            continue
-
-        def locked(*args, method=method, dry=dry, **kwargs):
-            if not dry(*args, **kwargs):
-                hold_workflow_lock()
-            return method(*args, **kwargs)
-
-        setattr(workflow, name, locked)
-
-
-def hold_workflow_lock():
-    """One workflow runs jobs in a directory at a time: a second would rerun the first's
-    running jobs (they look incomplete) and delete their fresh outputs. An OS lock on a file
-    under .snakemake/, which the kernel releases when the process dies, even by kill -9:
-    Snakemake's own lock survives a kill and blocks every later run (profiles/default)."""
-    import fcntl
-
-    if WORKFLOW_LOCK:
-        return  # this invocation holds it
-    path = ".snakemake/nmtbench-workflow.lock"
-    try:
-        os.makedirs(".snakemake", exist_ok=True)
-        lock = open(path, "a+")
-    except OSError as err:  # a directory of that name, say: no lock, so no jobs
-        print(f"error: cannot open the workflow's lock {os.path.abspath(path)} "
-              f"({err.strerror}); delete it if it is not a file", file=sys.stderr)
-        sys.exit(1)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        holder = lock.readline().strip() or "?"
-        print(f"error: another workflow (process {holder}) is running jobs "
-              f"in {os.getcwd()}; wait for it to end, or stop it", file=sys.stderr)
-        sys.exit(1)
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
-    WORKFLOW_LOCK.append(lock)
-
-
-lock_before_executing()
 
 
 def check_builds_at_start():

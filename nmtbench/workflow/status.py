@@ -32,9 +32,9 @@ from nmtbench.records import is_number
 from nmtbench.workflow.config import as_json
 from nmtbench.workflow.metric_registry import METRICS
 from nmtbench.workflow.plan import Cell, Plan
+from nmtbench.workflow.workdir_lock import WORKFLOW_LOCK
 
 RUN_LOCK_NAME = ".train.lock"  # nmtbench/training/trainer.py holds it while it trains
-WORKFLOW_LOCK = ".snakemake/nmtbench-workflow.lock"  # rules/common.smk holds it
 SNAKEMAKE_LOGS = ".snakemake/log"
 
 
