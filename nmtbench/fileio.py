@@ -105,18 +105,21 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_directory(path: str | os.PathLike, marker: str) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike, marker: str | tuple[str, ...]) -> Iterator[Path]:
     """Yield a temporary directory beside `path`; it replaces `path` only if the block
     succeeds, so a killed job never leaves a directory that looks finished. What it holds gets
     the modes a plain mkdir and open(path, "w") would give (safetensors writes 0600 files).
 
     What `path` holds is replaced only if it is an earlier output of the same command (it
-    holds `marker`, a file that command always writes) or an empty directory: any other
-    directory or file there is refused with one line, never deleted."""
+    holds `marker`, a file that command always writes, or one of several: a record the
+    workflow does not declare stays where Snakemake deleted the declared files before the
+    job) or an empty directory: any other directory or file there is refused with one line,
+    never deleted."""
     path = Path(path)
-    if path.is_dir() and any(path.iterdir()) and not (path / marker).is_file():
+    markers = (marker,) if isinstance(marker, str) else marker
+    if path.is_dir() and any(path.iterdir()) and not any((path / m).is_file() for m in markers):
         raise InputError(f"{path}: a directory that is not an earlier output of this command "
-                         f"(it has no {marker}); write to a new directory")
+                         f"(it has no {' or '.join(markers)}); write to a new directory")
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: a file, not a directory; write to a new directory")
     path.parent.mkdir(parents=True, exist_ok=True)

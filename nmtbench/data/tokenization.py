@@ -84,7 +84,8 @@ def train_wordpiece(corpora: list[str | Path], out_dir: str | Path, vocab_size: 
     tokenizer = BertTokenizer(vocab=trainer.get_vocab(), do_lower_case=lowercase,
                               strip_accents=False)
     # whole or not at all: a vocabulary cut short (a full disk) is never taken for one
-    with atomic_directory(out_dir, "tokenizer_config.json") as tmp:
+    # (its summary alone marks it where Snakemake deleted the declared files before the job)
+    with atomic_directory(out_dir, ("tokenizer_config.json", VOCABULARY_SUMMARY_NAME)) as tmp:
         tokenizer.save_pretrained(str(tmp))
         (tmp / VOCABULARY_SUMMARY_NAME).write_text(json.dumps(
             {"vocab_size": vocab_size, "lowercase": lowercase, "min_frequency": min_frequency},

@@ -1,6 +1,8 @@
 """Vocabularies (WordPiece; byte-level BPE, as GPT-2's) round-trip through the Hugging Face
 save/load contract."""
 
+from pathlib import Path
+
 import pytest
 from tiny_checkpoints import save_byte_level_gpt2
 from transformers import AutoTokenizer
@@ -64,6 +66,26 @@ def test_a_vocabulary_records_the_size_asked_for_outside_its_digest(toy_dir, tmp
     train_wordpiece([toy_dir / "mono.src"], tmp_path / "v", 301)
     assert json.loads((tmp_path / "v" / "vocabulary_summary.json").read_text())[
         "vocab_size"] == 301
+
+
+def test_a_vocabulary_whose_declared_files_snakemake_deleted_trains_again(toy_dir, tmp_path):
+    """Snakemake deletes a job's declared outputs before it runs it, not the undeclared
+    summary: the directory left holding the summary alone is still this command's, so the
+    workflow's tokenizer job can make the vocabulary again (a toy world made anew)."""
+    from nmtbench.layout import TOKENIZER_OUTPUTS
+
+    declared = [Path(output).name for output in TOKENIZER_OUTPUTS]
+    train_wordpiece([toy_dir / "mono.src"], tmp_path / "v", 300)
+    for name in declared:
+        (tmp_path / "v" / name).unlink()
+    assert [p.name for p in (tmp_path / "v").iterdir()] == ["vocabulary_summary.json"]
+    train_wordpiece([toy_dir / "mono.src"], tmp_path / "v", 300)
+    assert all((tmp_path / "v" / name).is_file() for name in declared)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="vocabulary"):
+        train_wordpiece([toy_dir / "mono.src"], tmp_path / "w", 300)
+    assert (tmp_path / "w" / "notes.txt").read_text() == "mine"
 
 
 def test_an_empty_corpus_trains_no_vocabulary(tmp_path):
