@@ -802,6 +802,10 @@ OWN_RUN_FILES = {command: [layout.run_file_pattern(t) for t in templates] for co
                      "bootstrap": (layout.BOOTSTRAP,), "buckets": (layout.BUCKETS,)}.items()}
 
 
+# The names a file-writing command's outputs have in a prepared dataset, in the workflow
+OWN_PREPARED_FILES = {"monolingual": ["mono.src", "mono.tgt"]}
+
+
 # The option naming the run a file command's outputs belong to (a run directory, or a file in
 # one): in a run directory it writes only that run's files
 OWNER = {"decode": "run_dir", "soft-targets": "run_dir", "latency": "run_dir",
@@ -843,6 +847,9 @@ def _refuse_outputs_in_made_directories(command: str, outputs: dict[str, str | P
                                      f"where {command} {names}; write to another path")
                 raise InputError(f"{option} {out} lies inside the run directory {parent}, "
                                  "which holds only what training writes; write to another path")
+            if parent == path.parent and any(fnmatch(path.name, p) for p in
+                                             OWN_PREPARED_FILES.get(command, [])):
+                continue  # the monolingual corpus the workflow puts beside the splits
             if _made_as_a_whole(parent, parent == path.parent):
                 raise InputError(f"{option} {out} lies inside {parent}, a directory another "
                                  "command makes as a whole; write to another path")
