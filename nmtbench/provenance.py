@@ -174,12 +174,8 @@ def lost_weights_line(directory: str | Path) -> str | None:
     directory's config.json alone (a hub repository's files vary), so no job would make them
     again, and the runs on it would be left out of the report for good."""
     directory = Path(directory)
-    if (directory / layout.HF_CONFIG_NAME).is_file() and not any(
-            directory.glob("*.safetensors")):
-        return (f"{directory}: its weights (*.safetensors) are gone, but its "
-                f"{layout.HF_CONFIG_NAME} is there, so no job makes them again; delete "
-                f"{directory} to make the checkpoint again")
-    return None
+    return _lost_beside_config(directory, any(directory.glob("*.safetensors")),
+                               "weights (*.safetensors) are", "make")
 
 
 def lost_summary_line(directory: str | Path) -> str | None:
@@ -189,12 +185,19 @@ def lost_summary_line(directory: str | Path) -> str | None:
     command's own earlier output, which Snakemake would delete before the job), so no job
     makes it again and the row would stay "missing" for good."""
     directory = Path(directory)
-    if (directory / layout.HF_CONFIG_NAME).is_file() and not (
-            directory / layout.PRETRAIN_SUMMARY_NAME).is_file():
-        return (f"{directory}: its {layout.PRETRAIN_SUMMARY_NAME} is gone, but its "
-                f"{layout.HF_CONFIG_NAME} is there, so no job makes it again; delete "
-                f"{directory} to pre-train the checkpoint again")
-    return None
+    return _lost_beside_config(directory, (directory / layout.PRETRAIN_SUMMARY_NAME).is_file(),
+                               f"{layout.PRETRAIN_SUMMARY_NAME} is", "pre-train")
+
+
+def _lost_beside_config(directory: Path, there: bool, lost: str, remake: str) -> str | None:
+    """The line for a checkpoint directory whose config.json is there but whose `lost` files
+    (`there`: whether they are) no job makes again; None where they are, or where the
+    directory is not made yet (its rule makes it)."""
+    if there or not (directory / layout.HF_CONFIG_NAME).is_file():
+        return None
+    them = "them" if lost.endswith(" are") else "it"
+    return (f"{directory}: its {lost} gone, but its {layout.HF_CONFIG_NAME} is there, so no "
+            f"job makes {them} again; delete {directory} to {remake} the checkpoint again")
 
 
 def current(record: Mapping[str, Any], run_dir: str | Path) -> bool:
